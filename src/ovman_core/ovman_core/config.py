@@ -1,0 +1,441 @@
+"""The one typed configuration of the stack, loaded from ``config/ovman.yaml``.
+
+The YAML file is in the ROS 2 parameters layout: ``/**`` holds the constants every node shares and
+each node has its own top-level key with ``ros__parameters``. This module turns it into frozen
+dataclasses, rejecting unknown keys, missing keys and wrong types with a message that names the
+file and the dotted key. Nodes declare the same dotted names as ROS parameters
+(:func:`node_parameters`) so a value can be overridden on the command line or in a launch file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_ENV = "OVMAN_CONFIG"
+SHARED_KEY = "/**"
+PARAMS_KEY = "ros__parameters"
+
+
+class ConfigError(ValueError):
+    """A configuration file is missing, unreadable, or has a bad key or value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskConfig:
+    """Constants of the task itself (TASK.md §1-4). Distances in metres on the floor plane."""
+
+    success_radius: float
+    static_gate_radius: float
+    min_displacement: float
+    stable_tolerance: float
+    separation_radius: float
+    drift_tolerance: float
+    max_steps: int
+    far_miss_distance: float
+    certification_runs: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FramesConfig:
+    """TF frame ids (REP 105 names by default)."""
+
+    map: str
+    odom: str
+    base: str
+    camera: str
+    optical: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WorldConfig:
+    """Agent embodiment and world choice. Metres and degrees."""
+
+    kind: str
+    grid_size: float
+    rotate_step_deg: float
+    look_step_deg: float
+    horizon_min_deg: float
+    horizon_max_deg: float
+    agent_radius: float
+    camera_height: float
+
+
+@dataclasses.dataclass(frozen=True)
+class CameraConfig:
+    """Pinhole camera: image size in pixels, vertical field of view in degrees, depth range in m."""
+
+    width: int
+    height: int
+    vertical_fov_deg: float
+    near: float
+    far: float
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddedWorldConfig:
+    """Procedural home generator of the embedded world. Metres."""
+
+    rooms_min: int
+    rooms_max: int
+    room_size_min: float
+    room_size_max: float
+    wall_height: float
+    door_width: float
+    furniture_per_room_min: int
+    furniture_per_room_max: int
+    small_objects_per_room_min: int
+    small_objects_per_room_max: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Ai2thorConfig:
+    """AI2-THOR controller settings (see shared/design/notes/ai2thor.md)."""
+
+    commit_id: str
+    platform: str
+    x_display: str
+    start_timeout_s: float
+    server_timeout_s: float
+    settle_max_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TourConfig:
+    """Coverage tour over the reachable positions of one visit."""
+
+    waypoint_spacing: float
+    max_waypoints: int
+    turns_per_waypoint: int
+    horizon_deg: float
+
+
+@dataclasses.dataclass(frozen=True)
+class MoverConfig:
+    """The mover that carries one instance during visit 2 of moving episodes."""
+
+    steps_per_move: int
+    hop_length: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ConditionsConfig:
+    """Stress conditions of the second seed: reduced light/visibility and randomised textures."""
+
+    name: str
+    low_light_gain: float
+    low_light_noise_std: float
+    low_light_visibility: float
+    texture_hue_jitter: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SimConfig:
+    """Parameters of ``sim_node``."""
+
+    world: WorldConfig
+    camera: CameraConfig
+    embedded: EmbeddedWorldConfig
+    ai2thor: Ai2thorConfig
+    tour: TourConfig
+    mover: MoverConfig
+    conditions: ConditionsConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class MappingParams:
+    """Per-visit instance mapping. Metres, pixels, cosine similarities."""
+
+    voxel_size: float
+    min_segment_pixels: int
+    max_depth: float
+    outlier_std_ratio: float
+    merge_distance: float
+    merge_feature_similarity: float
+    motion_distance: float
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+    """Feature encoder choice: ``label`` (offline) or ``clip`` (open_clip)."""
+
+    kind: str
+    clip_model: str
+    clip_weights: str
+    views_per_instance: int
+    colour_bins: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MappingConfig:
+    """Parameters of ``mapping_node``."""
+
+    mapping: MappingParams
+    encoder: EncoderConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class GroundingConfig:
+    """Grounding: every instance within ``delta_g`` of the best text-feature score."""
+
+    delta_g: float
+
+
+@dataclasses.dataclass(frozen=True)
+class AssociationConfig:
+    """Two-stage Hungarian association across visits."""
+
+    stay_distance_gate: float
+    feature_weight: float
+    distance_weight: float
+    relocation_max_dissimilarity: float
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryConfig:
+    """Parameters of ``query_node``."""
+
+    grounding: GroundingConfig
+    association: AssociationConfig
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class NavigationParams:
+    """Navigation on the reachable grid."""
+
+    backend: str
+    block_expiry_steps: int
+    max_replans: int
+    retarget_distance: float
+
+
+@dataclasses.dataclass(frozen=True)
+class NavConfig:
+    """Parameters of ``nav_node``."""
+
+    navigation: NavigationParams
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkParams:
+    """Benchmark run: arms, seeds, worker processes."""
+
+    arms: list[str]
+    seeds: list[int]
+    workers: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig:
+    """Parameters of ``benchmark_node``."""
+
+    benchmark: BenchmarkParams
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedConfig:
+    """The ``/**`` block: constants every node shares."""
+
+    task: TaskConfig
+    frames: FramesConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class OvmanConfig:
+    """The whole configuration; ``source`` is the file it came from."""
+
+    shared: SharedConfig
+    sim_node: SimConfig
+    mapping_node: MappingConfig
+    query_node: QueryConfig
+    nav_node: NavConfig
+    benchmark_node: BenchmarkConfig
+    source: str = ""
+
+    @property
+    def task(self) -> TaskConfig:
+        return self.shared.task
+
+    @property
+    def frames(self) -> FramesConfig:
+        return self.shared.frames
+
+
+# YAML top-level key -> OvmanConfig field.
+_SECTIONS = {
+    SHARED_KEY: "shared",
+    "sim_node": "sim_node",
+    "mapping_node": "mapping_node",
+    "query_node": "query_node",
+    "nav_node": "nav_node",
+    "benchmark_node": "benchmark_node",
+}
+NODE_NAMES = tuple(key for key in _SECTIONS if key != SHARED_KEY)
+
+
+def default_config_path() -> Path:
+    """The config file used when none is given.
+
+    ``$OVMAN_CONFIG`` if set; else ``config/ovman.yaml`` of the source checkout this module lives
+    in; else the copy installed in ovman_core's ament share directory (colcon installs).
+    """
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV])
+    checkout = Path(__file__).resolve().parents[3] / "config" / "ovman.yaml"
+    if checkout.is_file():
+        return checkout
+    try:
+        from ament_index_python.packages import get_package_share_directory
+    except ImportError:
+        raise ConfigError(
+            f"no config file: {checkout} does not exist, ament_index_python is not importable; "
+            f"set {CONFIG_ENV} to the path of ovman.yaml"
+        ) from None
+    return Path(get_package_share_directory("ovman_core")) / "config" / "ovman.yaml"
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> OvmanConfig:
+    """Load and validate the configuration file (the default one when ``path`` is None)."""
+    path = Path(path) if path is not None else default_config_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from err
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    return config_from_document(document, str(path))
+
+
+def config_from_document(document: Any, source: str) -> OvmanConfig:
+    """Build the typed config from a parsed YAML document; ``source`` names it in errors."""
+    if not isinstance(document, dict):
+        raise ConfigError(f"{source}: expected a mapping of node names at the top level")
+    _check_keys(document, set(_SECTIONS), source, "")
+    values: dict[str, Any] = {}
+    for key, field_name in _SECTIONS.items():
+        node = document[key]
+        if not isinstance(node, dict) or set(node) != {PARAMS_KEY}:
+            raise ConfigError(f"{source}: '{key}' must hold exactly one key, '{PARAMS_KEY}'")
+        field_type = _field_types(OvmanConfig)[field_name]
+        values[field_name] = _build(field_type, node[PARAMS_KEY], source, key + "." + PARAMS_KEY)
+    return OvmanConfig(**values, source=source)
+
+
+def node_parameters(config: OvmanConfig, node: str) -> dict[str, Any]:
+    """Flat ``{dotted.name: value}`` ROS parameters of one node: the shared block plus its own."""
+    if node not in NODE_NAMES:
+        raise ConfigError(f"unknown node '{node}'; expected one of {', '.join(NODE_NAMES)}")
+    params = _flatten(config.shared)
+    params.update(_flatten(getattr(config, node)))
+    return params
+
+
+def with_parameters(config: OvmanConfig, node: str, params: dict[str, Any]) -> OvmanConfig:
+    """A copy of ``config`` with ``node``'s dotted parameters (shared ones included) replaced.
+
+    Used by nodes to apply ROS parameter overrides; values are type-checked as in the file.
+    """
+    document = to_document(config)
+    for name, value in params.items():
+        section = SHARED_KEY if name.split(".")[0] in _field_types(SharedConfig) else node
+        target = document[section][PARAMS_KEY]
+        *parents, leaf = name.split(".")
+        for part in parents:
+            if not isinstance(target.get(part), dict):
+                raise ConfigError(f"parameter '{name}': no such section '{part}' in '{section}'")
+            target = target[part]
+        if leaf not in target:
+            raise ConfigError(f"parameter '{name}': unknown key '{leaf}' in '{section}'")
+        target[leaf] = value
+    return config_from_document(document, f"{config.source} + parameters of {node}")
+
+
+def to_document(config: OvmanConfig) -> dict[str, Any]:
+    """The YAML document (ROS params layout) that loads back into ``config``."""
+    return {key: {PARAMS_KEY: _as_dict(getattr(config, name))} for key, name in _SECTIONS.items()}
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return _as_dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        name = prefix + f.name
+        if dataclasses.is_dataclass(item):
+            out.update(_flatten(item, name + "."))
+        else:
+            out[name] = list(item) if isinstance(item, list) else item
+    return out
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name != "source"}
+
+
+def _check_keys(mapping: dict[str, Any], expected: set[str], source: str, where: str) -> None:
+    unknown = sorted(set(map(str, mapping)) - expected)
+    missing = sorted(expected - set(map(str, mapping)))
+    place = f"'{where}'" if where else "the top level"
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {', '.join(repr(where + '.' + k if where else k) for k in unknown)} "
+            f"in {place}; expected {', '.join(sorted(expected))}"
+        )
+    if missing:
+        raise ConfigError(
+            f"{source}: missing key(s) {', '.join(repr(where + '.' + k if where else k) for k in missing)} "
+            f"in {place}"
+        )
+
+
+def _build(field_type: Any, value: Any, source: str, where: str) -> Any:
+    if dataclasses.is_dataclass(field_type):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: '{where}' must be a mapping, got {type(value).__name__}")
+        hints = _field_types(field_type)
+        _check_keys(value, set(hints), source, where)
+        return field_type(**{k: _build(t, value[k], source, f"{where}.{k}") for k, t in hints.items()})
+    return _scalar(field_type, value, source, where)
+
+
+def _scalar(field_type: Any, value: Any, source: str, where: str) -> Any:
+    origin = typing.get_origin(field_type)
+    if origin is list:
+        (item_type,) = typing.get_args(field_type)
+        if not isinstance(value, list):
+            raise ConfigError(f"{source}: '{where}' must be a list, got {value!r}")
+        return [_scalar(item_type, v, source, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(field_type, types.UnionType):
+        raise ConfigError(f"{source}: '{where}': union types are not supported in the config")
+    # bool is an int subclass and ints are not doubles for ROS: require the exact YAML type.
+    ok = type(value) is field_type
+    if not ok:
+        hint = " (write it with a decimal point, e.g. 1.0: ROS parameters are typed)" if (
+            field_type is float and type(value) is int
+        ) else ""
+        raise ConfigError(
+            f"{source}: '{where}' must be {field_type.__name__}, got {type(value).__name__} "
+            f"{value!r}{hint}"
+        )
+    return value

@@ -1,0 +1,1 @@
+"""OVMAN evaluation: task semantics, episode generation and certification, benchmark, statistics."""

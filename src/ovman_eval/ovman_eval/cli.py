@@ -1,0 +1,50 @@
+"""The ``ovman`` command line: one entry point, one subcommand per job.
+
+Subcommands register in :data:`COMMANDS` as ``name -> (help, "module:function")``; the module is
+imported only when its subcommand runs, so ``ovman --help`` stays fast and needs no ROS or torch.
+Each registered function takes the subparser to fill and returns the handler ``(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+Handler = Callable[[argparse.Namespace], int]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "config": ("validate the configuration and print it, or one node's ROS parameters", "ovman_eval.config_command:add"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ovman",
+        description="OVMAN: open-vocabulary motion-aware navigation. Generate certified two-visit "
+        "episodes, run the reference agent and the benchmark, and start the ROS 2 graph.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, _target) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, description=help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or argv[0] not in COMMANDS:
+        parser.parse_args(argv)  # prints help or an "invalid choice" error and exits
+        parser.print_help()
+        return 2
+    name = argv[0]
+    help_text, target = COMMANDS[name]
+    module_name, function_name = target.split(":")
+    subparser = argparse.ArgumentParser(prog=f"ovman {name}", description=help_text)
+    handler: Handler = getattr(importlib.import_module(module_name), function_name)(subparser)
+    return handler(subparser.parse_args(argv[1:]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""OVMAN navigation: occupancy grid, A*, collision-sweep blocking, executor."""

@@ -1,0 +1,1 @@
+"""OVMAN query answering: parser, grounding, cross-visit association, decision rules, arms."""

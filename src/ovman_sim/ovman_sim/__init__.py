@@ -1,0 +1,1 @@
+"""OVMAN simulation layer: worlds (embedded procedural homes, AI2-THOR adapter), tours, changes, recordings."""
