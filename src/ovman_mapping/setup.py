@@ -11,7 +11,6 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
-
     ],
     install_requires=["setuptools"],
     zip_safe=True,

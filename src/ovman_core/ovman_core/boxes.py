@@ -54,7 +54,7 @@ class Box3:
     hi: Vec3
 
     def __post_init__(self) -> None:
-        if any(a > b for a, b in zip(self.lo, self.hi)):
+        if any(a > b for a, b in zip(self.lo, self.hi, strict=True)):
             raise ValueError(f"box has a min corner above its max corner: lo={self.lo} hi={self.hi}")
 
     @classmethod
@@ -67,11 +67,11 @@ class Box3:
 
     @property
     def center(self) -> Vec3:
-        return tuple((a + b) / 2.0 for a, b in zip(self.lo, self.hi))  # type: ignore[return-value]
+        return tuple((a + b) / 2.0 for a, b in zip(self.lo, self.hi, strict=True))  # type: ignore[return-value]
 
     @property
     def size(self) -> Vec3:
-        return tuple(b - a for a, b in zip(self.lo, self.hi))  # type: ignore[return-value]
+        return tuple(b - a for a, b in zip(self.lo, self.hi, strict=True))  # type: ignore[return-value]
 
     @property
     def footprint(self) -> Footprint:
@@ -79,8 +79,8 @@ class Box3:
 
     def translated(self, delta: Vec3) -> Box3:
         return Box3(
-            tuple(a + d for a, d in zip(self.lo, delta)),  # type: ignore[arg-type]
-            tuple(b + d for b, d in zip(self.hi, delta)),  # type: ignore[arg-type]
+            tuple(a + d for a, d in zip(self.lo, delta, strict=True)),  # type: ignore[arg-type]
+            tuple(b + d for b, d in zip(self.hi, delta, strict=True)),  # type: ignore[arg-type]
         )
 
 

@@ -404,8 +404,7 @@ def _check_keys(mapping: dict[str, Any], expected: set[str], source: str, where:
         )
     if missing:
         raise ConfigError(
-            f"{source}: missing key(s) {', '.join(repr(where + '.' + k if where else k) for k in missing)} "
-            f"in {place}"
+            f"{source}: missing key(s) {', '.join(repr(where + '.' + k if where else k) for k in missing)} in {place}"
         )
 
 
@@ -431,11 +430,12 @@ def _scalar(field_type: Any, value: Any, source: str, where: str) -> Any:
     # bool is an int subclass and ints are not doubles for ROS: require the exact YAML type.
     ok = type(value) is field_type
     if not ok:
-        hint = " (write it with a decimal point, e.g. 1.0: ROS parameters are typed)" if (
-            field_type is float and type(value) is int
-        ) else ""
+        hint = (
+            " (write it with a decimal point, e.g. 1.0: ROS parameters are typed)"
+            if (field_type is float and type(value) is int)
+            else ""
+        )
         raise ConfigError(
-            f"{source}: '{where}' must be {field_type.__name__}, got {type(value).__name__} "
-            f"{value!r}{hint}"
+            f"{source}: '{where}' must be {field_type.__name__}, got {type(value).__name__} {value!r}{hint}"
         )
     return value

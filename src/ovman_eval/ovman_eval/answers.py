@@ -98,7 +98,8 @@ def compute_answer(
         selected = [
             o.instance_id
             for o in w1.of_category(category)
-            if o.instance_id in w2 and o.instance_id not in changes
+            if o.instance_id in w2
+            and o.instance_id not in changes
             and displacement(w1, w2, o.instance_id) <= task.stable_tolerance
         ]
     obj = _single(selected, category, relation)

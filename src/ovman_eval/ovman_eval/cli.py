@@ -15,7 +15,10 @@ from collections.abc import Callable, Sequence
 Handler = Callable[[argparse.Namespace], int]
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "config": ("validate the configuration and print it, or one node's ROS parameters", "ovman_eval.config_command:add"),
+    "config": (
+        "validate the configuration and print it, or one node's ROS parameters",
+        "ovman_eval.config_command:add",
+    ),
 }
 
 
