@@ -1,0 +1,59 @@
+"""Fixtures for tests that need rclpy: an isolated ROS environment and an rclpy context.
+
+Run with the venv's interpreter (``.venv/bin/python -m pytest tests/ros``) after
+``scripts/build_interfaces.sh``: the ros-wheels bootstrapper then sets LD_LIBRARY_PATH itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Fast DDS accepts domain ids 0..232; keep clear of 0 (the default every other ROS user shares).
+_DOMAIN_ID_BASE = 100
+_DOMAIN_ID_LIMIT = 232
+
+
+def private_domain_id(pid: int) -> int:
+    """ROS domain id for this test process: pid mod 100 + 100, always below 232."""
+    return min(pid % 100 + _DOMAIN_ID_BASE, _DOMAIN_ID_LIMIT - 1)
+
+
+@pytest.fixture
+def ros_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Isolate ROS for this test: loopback-only discovery, a private domain, logs in tmp_path.
+
+    Sets the variables in os.environ (undone after the test), so that an rclpy context created
+    afterwards and any subprocess started with ``env=os.environ`` use them. Returns the values.
+    """
+    log_dir = tmp_path / "ros_log"
+    log_dir.mkdir()
+    values = {
+        # Without this, DDS discovery multicasts on the real network interfaces (Kilted ignores
+        # ROS_LOCALHOST_ONLY).
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "ROS_DOMAIN_ID": str(private_domain_id(os.getpid())),
+        "ROS_LOG_DIR": str(log_dir),
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    # A static peer list from the user's shell would defeat the isolation.
+    monkeypatch.delenv("ROS_STATIC_PEERS", raising=False)
+    return values
+
+
+@pytest.fixture
+def rclpy_context(ros_env: dict[str, str]) -> Iterator[object]:
+    """An initialised rclpy Context (not the global one), shut down after the test."""
+    import rclpy
+    from rclpy.context import Context
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        yield context
+    finally:
+        context.try_shutdown()
