@@ -92,6 +92,21 @@ class EmbeddedWorldConfig:
     furniture_per_room_max: int
     small_objects_per_room_min: int
     small_objects_per_room_max: int
+    wall_thickness: float
+    door_clearance: float
+    wall_margin: float
+    furniture_gap: float
+    surface_margin: float
+    contact_tolerance: float
+    placement_attempts: int
+    placement_spacing: float
+    room_free_fraction: float
+    ambient_light: float
+    diffuse_light: float
+    light_direction: list[float]
+    distance_falloff: float
+    floor_tile_size: float
+    floor_tile_contrast: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +119,11 @@ class Ai2thorConfig:
     start_timeout_s: float
     server_timeout_s: float
     settle_max_steps: int
+    local_executable_path: str
+    quality: str
+    structural_types: list[str]
+    position_tolerance: float
+    depth_saturation_tolerance: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +142,7 @@ class MoverConfig:
 
     steps_per_move: int
     hop_length: float
+    keep_direction_prob: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +154,20 @@ class ConditionsConfig:
     low_light_noise_std: float
     low_light_visibility: float
     texture_hue_jitter: float
+    texture_period_min: float
+    texture_period_max: float
+    texture_contrast: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SimNodeConfig:
+    """sim_node's ROS side: sim time, publishing and what it loads at start-up."""
+
+    step_dt: float
+    play_period_s: float
+    qos_depth: int
+    scene: str
+    recording: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +181,7 @@ class SimConfig:
     tour: TourConfig
     mover: MoverConfig
     conditions: ConditionsConfig
+    node: SimNodeConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,9 +192,20 @@ class MappingParams:
     min_segment_pixels: int
     max_depth: float
     outlier_std_ratio: float
+    outlier_neighbours: int
+    segment_outlier_removal: bool
+    pixel_stride: int
+    min_segment_points: int
     merge_distance: float
     merge_feature_similarity: float
+    merge_overlap: float
+    overlap_voxel_size: float
+    colour_weight: float
     motion_distance: float
+    vacancy_margin: float
+    vacancy_fraction: float
+    vacancy_min_points: int
+    vacancy_check_points: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +217,9 @@ class EncoderConfig:
     clip_weights: str
     views_per_instance: int
     colour_bins: int
+    clip_prompt: str
+    crop_padding: float
+    batch_size: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +228,15 @@ class MappingConfig:
 
     mapping: MappingParams
     encoder: EncoderConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class ParserConfig:
+    """Query parser: naive Bayes over cue n-grams of the training phrasings."""
+
+    max_ngram: int
+    smoothing: float
+    min_log_odds: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,12 +254,15 @@ class AssociationConfig:
     feature_weight: float
     distance_weight: float
     relocation_max_dissimilarity: float
+    stay_max_dissimilarity: float
+    colour_weight: float
 
 
 @dataclasses.dataclass(frozen=True)
 class QueryConfig:
     """Parameters of ``query_node``."""
 
+    parser: ParserConfig
     grounding: GroundingConfig
     association: AssociationConfig
     seed: int
@@ -214,6 +276,11 @@ class NavigationParams:
     block_expiry_steps: int
     max_replans: int
     retarget_distance: float
+    max_collisions: int
+    nav2_poll_period_s: float
+    nav2_timeout_s: float
+    scene: str
+    feedback_period_s: float
 
 
 @dataclasses.dataclass(frozen=True)
