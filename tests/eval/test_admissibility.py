@@ -2,9 +2,9 @@
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
+from ovman_core.success import embodied_success
 from ovman_eval.admissibility import DISTRACTOR_NEAR_ANSWER, TOO_FEW_INSTANCES, admissibility_violations
 from ovman_eval.answers import compute_answer
-from ovman_eval.success import embodied_success
 
 from .worlds import obj, state
 

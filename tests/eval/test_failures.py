@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from ovman_core.boxes import Footprint
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
+from ovman_core.success import ROUNDING_TOLERANCE, embodied_success, static_success
 from ovman_eval.answers import compute_answer
 from ovman_eval.failures import (
     EpisodeOutcome,
@@ -18,7 +19,6 @@ from ovman_eval.failures import (
     other_instance_footprints,
     tabulate_failures,
 )
-from ovman_eval.success import ROUNDING_TOLERANCE, embodied_success, static_success
 
 from .worlds import obj, state
 

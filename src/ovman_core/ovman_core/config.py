@@ -206,6 +206,7 @@ class MappingParams:
     vacancy_fraction: float
     vacancy_min_points: int
     vacancy_check_points: int
+    vacancy_min_pixels: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,6 +282,7 @@ class NavigationParams:
     nav2_timeout_s: float
     scene: str
     feedback_period_s: float
+    sim_timeout_s: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,10 +302,33 @@ class BenchmarkParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class GenerationParams:
+    """Episode generation and certification (TASK.md §4, ``ovman generate``). Metres, counts."""
+
+    max_attempts_per_episode: int
+    attempts_per_scene: int
+    held_out_phrase_fraction: float
+    min_start_distance: float
+    multi_change_min: int
+    multi_change_max: int
+    workers: int
+    progress_period_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class DiagnosticsParams:
+    """Map and memory diagnostics (TASK.md §8, ``ovman_eval.diagnostics``). Metres."""
+
+    match_gate: float
+
+
+@dataclasses.dataclass(frozen=True)
 class BenchmarkConfig:
     """Parameters of ``benchmark_node``."""
 
     benchmark: BenchmarkParams
+    generation: GenerationParams
+    diagnostics: DiagnosticsParams
 
 
 @dataclasses.dataclass(frozen=True)

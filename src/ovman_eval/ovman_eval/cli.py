@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "validate the configuration and print it, or one node's ROS parameters",
         "ovman_eval.config_command:add",
     ),
+    "show-world": ("draw an embedded home from above and a strip of its camera frames", "ovman_eval.show_world:add"),
+    "record-visit": ("record a scene's coverage tour as a rosbag2/MCAP visit", "ovman_sim.record_command:add"),
 }
 
 

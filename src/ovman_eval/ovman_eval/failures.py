@@ -3,7 +3,7 @@
 Every episode lands in exactly one class, tested in this order of precedence:
 
 1. ``success``: the point passes the success test of the gate (static: within the gate radius of
-   the answer point; embodied: within R of the answer footprint, :mod:`ovman_eval.success`);
+   the answer point; embodied: within R of the answer footprint, :mod:`ovman_core.success`);
 2. ``abstained``: there is no point (the agent abstained, or in an embodied run never stopped);
 3. ``wrong_instance``: the point is within R of the footprint of another instance of the queried
    category in visit 2 (the same test as Eq. 4, against a distractor);
@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 
 from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import TaskConfig
+from ovman_core.success import embodied_success, static_success
 from ovman_core.world_state import WorldState
 from ovman_eval.answers import Answer
-from ovman_eval.success import embodied_success, static_success
 
 
 class FailureClass(enum.Enum):

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ovman_core.boxes import Footprint
-from ovman_eval.success import embodied_success, spl, static_success
+from ovman_core.success import embodied_success, spl, static_success
 
 R = 1.0
 BOX = Footprint(2.0, 3.0, 2.6, 3.4)

@@ -1,0 +1,174 @@
+"""A* on the 4-connected occupancy grid, and goal selection by the success test (TASK.md §3, §5.5).
+
+Cells are grid indices (ovman_core.grid: ``i`` along world x, ``j`` along world z); every edge
+costs one cell (``resolution`` metres). The heuristic is the Manhattan distance to the nearest
+goal cell (obstacles ignored): it never overestimates and changes by at most one per edge, so it
+is admissible and consistent and A* returns a shortest path to the nearest goal. (A bounding-box
+bound would also be admissible, but for the disc of cells around a target it ties on f over the
+whole rectangle between start and goals and A* would expand all of it.) Ties on f are
+broken by the smaller h, then by the smaller flat index, so a plan depends only on its inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from array import array
+from collections.abc import Collection, Iterable
+
+import numpy as np
+from scipy.ndimage import distance_transform_cdt
+
+from ovman_core.boxes import Footprint
+from ovman_core.grid import Cell, NavGrid
+from ovman_core.success import embodied_success
+
+Edge = tuple[Cell, Cell]
+"""An undirected grid edge between 4-adjacent cells, stored with the smaller cell first."""
+
+
+def edge_between(a: Cell, b: Cell) -> Edge:
+    """The undirected edge between two 4-adjacent cells (ValueError otherwise)."""
+    if abs(a[0] - b[0]) + abs(a[1] - b[1]) != 1:
+        raise ValueError(f"cells {a} and {b} are not 4-adjacent")
+    return (a, b) if a <= b else (b, a)
+
+
+def shortest_path(
+    free: np.ndarray, start: Cell, goals: Iterable[Cell], blocked: Collection[Edge] = ()
+) -> list[Cell] | None:
+    """A shortest 4-connected path from ``start`` to the nearest of ``goals``, or None.
+
+    ``free``: bool (n_x, n_z); the path enters only free cells (``start`` itself may be occupied:
+    the agent stands there). ``blocked``: edges that may not be crossed. Returns the cells from
+    ``start`` to the reached goal inclusive (``[start]`` when ``start`` is a goal).
+    """
+    n_x, n_z = free.shape
+    if not (0 <= start[0] < n_x and 0 <= start[1] < n_z):
+        raise ValueError(f"start cell {start} is outside the grid of shape {free.shape}")
+    goal_cells = np.array(list(goals), dtype=np.int64).reshape(-1, 2)
+    if len(goal_cells) == 0:
+        return None
+    if np.any(goal_cells < 0) or np.any(goal_cells >= (n_x, n_z)):
+        raise ValueError(f"goal cells {goal_cells.tolist()} reach outside the grid of shape {free.shape}")
+    # Work on a copy padded with one blocked cell on every side and flattened row-major, so a
+    # neighbour is k ± 1 or k ± width and needs no bounds test (this loop is the hot path).
+    width = n_z + 2
+    padded = np.zeros((n_x + 2, width), dtype=bool)
+    padded[1:-1, 1:-1] = free
+    heuristic = array("q", _manhattan_to_nearest(goal_cells + 1, padded.shape).astype(np.int64).tobytes())
+    goal_set = set(((goal_cells[:, 0] + 1) * width + goal_cells[:, 1] + 1).tolist())
+    blocked_flat = {((a[0] + 1) * width + a[1] + 1, (b[0] + 1) * width + b[1] + 1) for a, b in blocked}
+    blocked_flat |= {(b, a) for a, b in blocked_flat}
+    size = (n_x + 2) * width
+    # Best known cost per cell: ``size`` (more than any path) while unreached, −1 for cells that
+    # may not be entered, so one comparison tests both "passable" and "improved".
+    best_g = array("q", np.where(padded, size, -1).astype(np.int64).tobytes())
+    parent = array("q", bytes(8 * size))
+    closed = bytearray(size)
+    source = (start[0] + 1) * width + start[1] + 1
+    best_g[source] = 0  # the start may be an occupied cell: the agent stands there
+    # Heap entries are single ints ordering by (f, h, k): key = (f·span + h)·size + k. Integer
+    # comparisons are much cheaper than tuple ones, and this loop is the hot path. The heuristic
+    # is consistent, so a cell's first pop carries its shortest distance and later pops are stale.
+    span = size + 1
+    heap = [(heuristic[source] * span + heuristic[source]) * size + source]
+    offsets = (-width, width, -1, 1)
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        k = pop(heap) % size
+        if closed[k]:
+            continue
+        closed[k] = 1
+        if k in goal_set:
+            path = [k]
+            while k != source:
+                k = parent[k]
+                path.append(k)
+            return [(c // width - 1, c % width - 1) for c in reversed(path)]
+        g = best_g[k] + 1
+        for offset in offsets:
+            n = k + offset
+            if g < best_g[n] and not (blocked_flat and (k, n) in blocked_flat):
+                best_g[n] = g
+                parent[n] = k
+                h_next = heuristic[n]
+                push(heap, ((g + h_next) * span + h_next) * size + n)
+    return None
+
+
+def _manhattan_to_nearest(goals: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """(shape) int array: Manhattan distance from every cell to the nearest of ``goals`` (K, 2)."""
+    if len(goals) == 1:
+        rows = np.abs(np.arange(shape[0]) - goals[0, 0])
+        cols = np.abs(np.arange(shape[1]) - goals[0, 1])
+        return rows[:, None] + cols[None, :]
+    not_goal = np.ones(shape, dtype=bool)
+    not_goal[goals[:, 0], goals[:, 1]] = False
+    # The two-pass chamfer transform with the city-block mask is exact for the L1 distance.
+    return distance_transform_cdt(not_goal, metric="taxicab")
+
+
+def success_cells(grid: NavGrid, region: Footprint, success_radius: float) -> list[Cell]:
+    """Free cells from which a Stop passes the success test (Eq. 4) for ``region``, sorted.
+
+    The test is ovman_core.success.embodied_success itself, applied to the cell centre; a
+    vectorised pre-filter only skips cells clearly out of reach.
+    """
+    if not success_radius > 0.0:
+        raise ValueError(f"success radius must be positive metres (task.success_radius), got {success_radius}")
+    n_x, n_z = grid.shape
+    xs = grid.x0 + np.arange(n_x) * grid.resolution
+    zs = grid.z0 + np.arange(n_z) * grid.resolution
+    dx = np.maximum.reduce([region.x_min - xs, np.zeros(n_x), xs - region.x_max])
+    dz = np.maximum.reduce([region.z_min - zs, np.zeros(n_z), zs - region.z_max])
+    near = np.hypot(dx[:, None], dz[None, :]) <= success_radius + grid.resolution
+    cells = []
+    for i, j in np.argwhere(near & grid.free):
+        cell = (int(i), int(j))
+        if embodied_success(grid.world_of(cell), region, success_radius):
+            cells.append(cell)
+    return cells
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionPlan:
+    """Outcome of planning to a region: the success cells and a shortest path to the nearest.
+
+    ``path`` is None when no success cell is reachable; ``goals`` is empty when no free cell
+    passes the success test at all.
+    """
+
+    goals: tuple[Cell, ...]
+    path: tuple[Cell, ...] | None
+
+    @property
+    def reachable(self) -> bool:
+        return self.path is not None
+
+    def length(self, resolution: float) -> float:
+        """Path length in metres (``resolution`` per edge); ValueError when unreachable."""
+        if self.path is None:
+            raise ValueError("no path: the region is unreachable")
+        return (len(self.path) - 1) * resolution
+
+
+def plan_to_region(
+    grid: NavGrid,
+    start: Cell,
+    region: Footprint,
+    success_radius: float,
+    blocked: Collection[Edge] = (),
+    exclude: Collection[Cell] = (),
+) -> RegionPlan:
+    """Plan from ``start`` to the nearest cell passing the success test for ``region``, leaving
+    out the goal cells in ``exclude``."""
+    goals = tuple(cell for cell in success_cells(grid, region, success_radius) if cell not in exclude)
+    path = shortest_path(grid.free, start, goals, blocked)
+    return RegionPlan(goals=goals, path=tuple(path) if path is not None else None)
+
+
+def shortest_success_path_length(grid: NavGrid, start: Cell, region: Footprint, success_radius: float) -> float | None:
+    """SPL's l: metres from ``start`` to the nearest position that passes the test, or None."""
+    plan = plan_to_region(grid, start, region, success_radius)
+    return plan.length(grid.resolution) if plan.reachable else None

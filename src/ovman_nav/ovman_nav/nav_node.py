@@ -1,0 +1,499 @@
+"""nav_node: the ``/ovman/navigate`` action server (ovman_interfaces/action/Navigate).
+
+A thin node: it converts goals, target updates and results between REP 103 messages (``map``
+frame) and the core's AI2-THOR world frame, and calls :func:`ovman_nav.executor.navigate`
+(``navigation.backend: builtin``) or :class:`ovman_nav.nav2_backend.Nav2Backend` (``nav2``).
+
+Interfaces:
+- action ``/ovman/navigate`` (Navigate): one goal at a time (a goal sent while one runs is
+  rejected); cancellable; Nav2-style feedback after an action, at most once per
+  ``navigation.feedback_period_s``; enumerated error codes.
+- ``/ovman/target_update`` (geometry_msgs/PointStamped, ``map``): newer estimates of a moving
+  target, used while the current goal has ``target_may_move``.
+- ``/ovman/plan`` (nav_msgs/Path, ``map``, transient local): every new plan.
+- ``/map`` (nav_msgs/OccupancyGrid, transient local): the reachable grid at each goal, published
+  only when no other node (sim_node) publishes ``/map``.
+
+The World the builtin backend drives: with ``navigation.scene`` set (e.g. ``embedded-3``) the
+node owns one, created from ``sim_node.world.kind`` and loaded at start-up; with an empty scene it
+drives sim_node over DDS (:class:`SimNodeWorld`: actions through ``/sim_node/act``, the
+reachable grid from sim_node's latched ``/map``, the pose from ``/odom``). A goal finding neither
+aborts with SIM_FAILURE.
+
+Parameters: every key of ``ovman_core.config.node_parameters(config, "nav_node")`` under the
+same dotted name; the config file is ``$OVMAN_CONFIG`` or the default one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import Point, PointStamped, PoseStamped
+from nav_msgs.msg import OccupancyGrid, Odometry, Path
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from ovman_core.boxes import Footprint, Vec2
+from ovman_core.config import ConfigError, OvmanConfig, SimConfig, load_config, node_parameters, with_parameters
+from ovman_core.frames import ros_to_thor_point, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
+from ovman_core.grid import (
+    GridError,
+    NavGrid,
+    OccupancyGridFields,
+    from_occupancy_fields,
+    grid_from_reachable,
+    to_occupancy_fields,
+)
+from ovman_core.world_state import AgentPose
+from ovman_interfaces.action import Navigate
+from ovman_interfaces.srv import Act
+from ovman_nav.astar import plan_to_region
+from ovman_nav.executor import NavError, NavigableWorld, NavProgress, NavResult, NavSettings, NavTarget, navigate
+from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
+from ovman_sim.messages import header_msg, occupancy_grid_msg, pose_msg, start_pose_from_msg
+from ovman_sim.world import Action, ActionResult
+
+NODE_NAME = "nav_node"
+ACTION_NAME = "/ovman/navigate"
+TARGET_UPDATE_TOPIC = "/ovman/target_update"
+PLAN_TOPIC = "/ovman/plan"
+MAP_TOPIC = "/map"
+ODOM_TOPIC = "/odom"
+SIM_ACT_SERVICE = "/sim_node/act"
+LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
+"""Late subscribers (RViz, tests) still get the last plan and map."""
+
+# Parameters that choose what the node owns; they cannot change while it runs.
+_FIXED_PARAMETERS = ("navigation.backend", "navigation.scene", "navigation.sim_timeout_s")
+
+
+class GoalError(ValueError):
+    """A Navigate goal that cannot be executed; ``code`` is its Navigate error code."""
+
+    def __init__(self, code: NavError, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- message conversions (no graph needed) -----------------------------------------------------
+
+
+def world_point(point: Point) -> Vec2:
+    """Floor position (x, z) in the AI2-THOR world of a ``map`` point (metres)."""
+    x, _, z = ros_to_thor_point((point.x, point.y, point.z))
+    return (x, z)
+
+
+def map_point(position: Vec2) -> Point:
+    """``map`` point (z = 0, the floor) of a world floor position (x, z)."""
+    x, y, z = thor_to_ros_point((position[0], 0.0, position[1]))
+    return Point(x=x, y=y, z=z)
+
+
+def goal_target(goal: Navigate.Goal, map_frame: str) -> NavTarget:
+    """The NavTarget of a goal; GoalError(NO_TARGET / INVALID_GOAL) when it is unusable."""
+    frame = goal.target.header.frame_id
+    p = goal.target.point
+    if not frame or not all(math.isfinite(v) for v in (p.x, p.y, p.z)):
+        raise GoalError(NavError.NO_TARGET, f"goal target has no frame_id or a non-finite point: '{frame}' {p}")
+    if frame != map_frame:
+        raise GoalError(NavError.INVALID_GOAL, f"goal target is in frame '{frame}'; expected '{map_frame}'")
+    point = world_point(p)
+    if not goal.has_region:
+        return NavTarget.at_point(point)
+    lo, hi = goal.region_min, goal.region_max
+    values = (lo.x, lo.y, lo.z, hi.x, hi.y, hi.z)
+    if not all(math.isfinite(v) for v in values) or lo.x > hi.x or lo.y > hi.y or lo.z > hi.z:
+        raise GoalError(NavError.INVALID_GOAL, f"goal region must have finite region_min <= region_max, got {values}")
+    corners = [world_point(lo), world_point(hi)]
+    xs, zs = sorted(c[0] for c in corners), sorted(c[1] for c in corners)
+    return NavTarget(point=point, region=Footprint(xs[0], zs[0], xs[1], zs[1]))
+
+
+def goal_settings(goal: Navigate.Goal, settings: NavSettings) -> NavSettings:
+    """Settings with the goal's success radius and step budget (0 = the configured default)."""
+    radius = float(goal.success_radius)
+    if not math.isfinite(radius) or radius < 0.0:
+        raise GoalError(NavError.INVALID_GOAL, f"success_radius must be >= 0 metres, got {radius}")
+    return dataclasses.replace(
+        settings,
+        success_radius=radius or settings.success_radius,
+        max_steps=int(goal.max_steps) or settings.max_steps,
+    )
+
+
+def moved_target(target: NavTarget, update: PointStamped) -> NavTarget:
+    """``target`` carried to an updated position: the region keeps its shape and follows the point."""
+    x, z = world_point(update.point)
+    dx, dz = x - target.point[0], z - target.point[1]
+    r = target.region
+    return NavTarget(point=(x, z), region=Footprint(r.x_min + dx, r.z_min + dz, r.x_max + dx, r.z_max + dz))
+
+
+def base_pose_stamped(pose: AgentPose, header: Any) -> PoseStamped:
+    """base_link in ``map`` for an agent pose: on the floor, yawed as the agent."""
+    translation = thor_to_ros_point((pose.x, 0.0, pose.z))
+    return PoseStamped(header=header, pose=pose_msg(translation, yaw_quaternion(thor_yaw_to_ros(pose.yaw_deg))))
+
+
+def path_message(points: Sequence[Vec2], header: Any) -> Path:
+    """nav_msgs/Path through world floor positions, each pose yawed along the next segment."""
+    poses = []
+    for index, point in enumerate(points):
+        # Face along the segment leaving this point; the last point keeps the last heading.
+        if index + 1 < len(points):
+            a, b = point, points[index + 1]
+        else:
+            a, b = points[index - 1] if index else point, point
+        yaw_deg = math.degrees(math.atan2(b[0] - a[0], b[1] - a[1])) if a != b else 0.0
+        poses.append(base_pose_stamped(AgentPose(point[0], point[1], yaw_deg), header))
+    return Path(header=header, poses=poses)
+
+
+def result_message(result: NavResult, header: Any) -> Navigate.Result:
+    message = Navigate.Result(
+        error_code=int(result.error),
+        error_msg=result.message,
+        success=result.success,
+        path_length=float(result.path_length),
+        steps=result.steps,
+        collisions=result.collisions,
+        replans=result.replans,
+    )
+    if result.final_pose is not None:
+        message.final_pose = base_pose_stamped(result.final_pose, header)
+    else:
+        message.final_pose.header = header
+    return message
+
+
+def make_world(sim: SimConfig, scene: str) -> NavigableWorld:
+    """The world of ``sim.world.kind`` with ``scene`` loaded (lazy imports: only what is used)."""
+    if sim.world.kind == "embedded":
+        from ovman_sim.embedded import EmbeddedWorld
+
+        world: Any = EmbeddedWorld(sim)
+    elif sim.world.kind == "ai2thor":
+        from ovman_sim.thor import ThorWorld
+
+        world = ThorWorld(sim)
+    else:
+        raise ConfigError(f"sim_node.world.kind = {sim.world.kind!r}; expected embedded or ai2thor")
+    world.reset(scene)
+    return world
+
+
+class SimNodeWorld:
+    """The world sim_node simulates, seen over DDS (a NavigableWorld).
+
+    Actions go through sim_node's Act service; the reachable positions are the free cells of
+    sim_node's latched ``/map`` (recomputed by sim_node whenever a visit loads); the pose is the
+    last Act reply, or ``/odom`` before the first action (``odom`` = ``map`` in simulation).
+    """
+
+    def __init__(self, node: Node, group: Any, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.client = node.create_client(Act, SIM_ACT_SERVICE, callback_group=group)
+        self._lock = threading.Lock()
+        self._map: OccupancyGrid | None = None
+        self._pose: AgentPose | None = None
+        self._have_map = threading.Event()
+        self._have_pose = threading.Event()
+        node.create_subscription(OccupancyGrid, MAP_TOPIC, self._on_map, LATCHED, callback_group=group)
+        node.create_subscription(Odometry, ODOM_TOPIC, self._on_odom, LATCHED, callback_group=group)
+
+    def wait_ready(self) -> str:
+        """Wait up to ``timeout_s`` for the act service, a map and a pose; the reason when missing."""
+        if not self.client.wait_for_service(timeout_sec=self.timeout_s):
+            return f"sim_node's {SIM_ACT_SERVICE} service is not available"
+        if not self._have_map.wait(self.timeout_s):
+            return f"no {MAP_TOPIC} from sim_node (is a live visit loaded?)"
+        if not self._have_pose.wait(self.timeout_s):
+            return f"no {ODOM_TOPIC} from sim_node"
+        return ""
+
+    def agent_pose(self) -> AgentPose:
+        with self._lock:
+            if self._pose is None:
+                raise RuntimeError(f"no agent pose from sim_node yet ({ODOM_TOPIC})")
+            return self._pose
+
+    def reachable_positions(self) -> list[Vec2]:
+        with self._lock:
+            message = self._map
+        if message is None:
+            raise RuntimeError(f"no {MAP_TOPIC} from sim_node yet")
+        return from_occupancy_fields(occupancy_fields(message)).free_positions()
+
+    def step(self, action: Action) -> ActionResult:
+        try:
+            reply = self.client.call(Act.Request(action=action.value), timeout_sec=self.timeout_s)
+        except TimeoutError:
+            return ActionResult(False, message=f"sim_node did not answer {action.value} within {self.timeout_s} s")
+        with self._lock:
+            self._pose = start_pose_from_msg(reply.pose.pose, 0.0)
+        return ActionResult(reply.success, reply.collided, reply.message)
+
+    def _on_map(self, message: OccupancyGrid) -> None:
+        with self._lock:
+            self._map = message
+        self._have_map.set()
+
+    def _on_odom(self, message: Odometry) -> None:
+        with self._lock:
+            self._pose = start_pose_from_msg(message.pose.pose, 0.0)
+        self._have_pose.set()
+
+
+def occupancy_fields(message: OccupancyGrid) -> OccupancyGridFields:
+    """The plain fields of a nav_msgs/OccupancyGrid (ovman_core.grid reads them)."""
+    info = message.info
+    o = info.origin
+    return OccupancyGridFields(
+        frame_id=message.header.frame_id,
+        resolution=float(info.resolution),
+        width=int(info.width),
+        height=int(info.height),
+        origin_position=(o.position.x, o.position.y, o.position.z),
+        origin_orientation=(o.orientation.x, o.orientation.y, o.orientation.z, o.orientation.w),
+        data=np.asarray(message.data, dtype=np.int8),
+    )
+
+
+# --- the node ----------------------------------------------------------------------------------
+
+
+class NavNode(Node):
+    """Navigate action server; see the module docstring."""
+
+    def __init__(self, config: OvmanConfig, world: NavigableWorld | None = None, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        for name, value in node_parameters(config, NODE_NAME).items():
+            self.declare_parameter(name, value)
+        overrides = {name: self.get_parameter(name).value for name in node_parameters(config, NODE_NAME)}
+        self.config = with_parameters(config, NODE_NAME, overrides)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        nav = self.config.nav_node.navigation
+        if nav.backend not in ("builtin", "nav2"):
+            raise ConfigError(f"navigation.backend = {nav.backend!r}; expected builtin or nav2")
+        group = ReentrantCallbackGroup()
+        self.sim: SimNodeWorld | None = None
+        if world is None and nav.scene:
+            world = make_world(self.config.sim_node, nav.scene)
+            self.get_logger().info(f"driving its own {self.config.sim_node.world.kind} world, scene {nav.scene}")
+        elif world is None and nav.backend == "builtin":
+            self.sim = SimNodeWorld(self, group, nav.sim_timeout_s)
+            self.get_logger().info(f"driving sim_node's world through {SIM_ACT_SERVICE}")
+        self.world = world
+        self.nav2 = (
+            Nav2Backend(basic_navigator(), Nav2Settings.from_config(self.config)) if nav.backend == "nav2" else None
+        )
+        self._busy = threading.Lock()
+        self._update_lock = threading.Lock()
+        self._latest_update: PointStamped | None = None
+        self.plan_pub = self.create_publisher(Path, PLAN_TOPIC, LATCHED)
+        self.map_pub = None  # created when no other node publishes /map
+        self._published_grid: NavGrid | None = None
+        self.create_subscription(PointStamped, TARGET_UPDATE_TOPIC, self._on_target_update, 10, callback_group=group)
+        self.action_server = ActionServer(
+            self,
+            Navigate,
+            ACTION_NAME,
+            execute_callback=self._execute,
+            goal_callback=self._on_goal,
+            cancel_callback=lambda request: CancelResponse.ACCEPT,
+            callback_group=group,
+        )
+
+    # parameters
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        fixed = [p.name for p in params if p.name in _FIXED_PARAMETERS]
+        if fixed:
+            return SetParametersResult(successful=False, reason=f"{', '.join(fixed)}: restart nav_node to change")
+        try:
+            config = with_parameters(self.config, NODE_NAME, {p.name: p.value for p in params})
+            NavSettings.from_config(config)
+        except (ConfigError, ValueError) as err:
+            return SetParametersResult(successful=False, reason=str(err))
+        self.config = config
+        return SetParametersResult(successful=True)
+
+    # callbacks
+
+    def _on_target_update(self, message: PointStamped) -> None:
+        if message.header.frame_id != self.config.frames.map:
+            self.get_logger().warning(
+                f"ignoring target update in frame '{message.header.frame_id}'; expected '{self.config.frames.map}'"
+            )
+            return
+        with self._update_lock:
+            self._latest_update = message
+
+    def _take_update(self) -> PointStamped | None:
+        with self._update_lock:
+            update, self._latest_update = self._latest_update, None
+        return update
+
+    def _on_goal(self, goal: Navigate.Goal) -> GoalResponse:
+        if self._busy.locked():
+            self.get_logger().warning("rejecting a Navigate goal: another goal is running")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> Navigate.Result:
+        with self._busy:
+            started = self.get_clock().now()
+            try:
+                result = self._run(goal_handle, started)
+            except GoalError as err:
+                result = NavResult.failure(err.code, str(err))
+            except Exception as err:  # the action must answer; the traceback goes to the log
+                self.get_logger().error(f"navigation failed unexpectedly:\n{traceback.format_exc()}")
+                result = NavResult.failure(NavError.UNKNOWN, f"{type(err).__name__}: {err}")
+            if result.error is NavError.CANCELED and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            elif result.success:
+                goal_handle.succeed()
+            else:
+                goal_handle.abort()
+            level = self.get_logger().info if result.success else self.get_logger().warning
+            level(f"Navigate ended: {result.error.name} {result.message} ({result.steps} steps)")
+            return result_message(result, self._header())
+
+    # navigation
+
+    def _run(self, goal_handle: ServerGoalHandle, started: Any) -> NavResult:
+        goal: Navigate.Goal = goal_handle.request
+        target = goal_target(goal, self.config.frames.map)
+        settings = goal_settings(goal, NavSettings.from_config(self.config))
+        self._take_update()  # estimates from before this goal do not describe its target
+        current = [target]
+
+        def updates() -> NavTarget | None:
+            update = self._take_update() if goal.target_may_move else None
+            if update is None:
+                return None
+            current[0] = moved_target(current[0], update)
+            return current[0]
+
+        period_ns = int(self.config.nav_node.navigation.feedback_period_s * 1e9)
+        last_feedback = [None]
+
+        def progress(p: NavProgress) -> None:
+            now = self.get_clock().now()
+            # Publishing costs more than a simulated step: at most one feedback per period.
+            if last_feedback[0] is not None and (now - last_feedback[0]).nanoseconds < period_ns:
+                return
+            last_feedback[0] = now
+            feedback = Navigate.Feedback(
+                current_pose=base_pose_stamped(p.pose, self._header()),
+                current_target=map_point(p.target),
+                distance_remaining=p.distance_remaining,
+                number_of_replans=p.replans,
+                steps_taken=p.steps,
+                collisions=p.collisions,
+            )
+            elapsed = (now - started).nanoseconds
+            feedback.navigation_time = Duration(sec=elapsed // 1_000_000_000, nanosec=elapsed % 1_000_000_000)
+            goal_handle.publish_feedback(feedback)
+
+        cancel = lambda: goal_handle.is_cancel_requested  # noqa: E731 - polled by the core
+        if self.nav2 is not None:
+            choose = self._nearest_success_cell(self.world, settings) if self.world is not None else None
+            return self.nav2.navigate(
+                target, choose_goal=choose, target_updates=updates, should_cancel=cancel, on_progress=progress
+            )
+        world = self.world
+        if world is None and self.sim is not None:
+            problem = self.sim.wait_ready()
+            if problem:
+                raise GoalError(
+                    NavError.SIM_FAILURE,
+                    f"nav_node has no world to drive: {problem}; run sim_node with a live visit, or start "
+                    "nav_node with navigation.scene set (e.g. embedded-3)",
+                )
+            world = self.sim
+        if world is None:
+            raise GoalError(NavError.SIM_FAILURE, "nav_node has no world to drive")
+        self._publish_map(settings)
+        return navigate(
+            world,
+            target,
+            settings,
+            target_may_move=goal.target_may_move,
+            target_updates=updates,
+            should_cancel=cancel,
+            on_progress=progress,
+            on_plan=lambda points: self.plan_pub.publish(path_message(points, self._header())),
+        )
+
+    def _nearest_success_cell(self, world: NavigableWorld, settings: NavSettings) -> GoalChooser:
+        def choose(target: NavTarget) -> Vec2:
+            grid = grid_from_reachable(world.reachable_positions(), settings.resolution)
+            plan = plan_to_region(grid, grid.cell_of(world.agent_pose().floor), target.region, settings.success_radius)
+            return grid.world_of(plan.path[-1]) if plan.path else target.point
+
+        return choose
+
+    def _publish_map(self, settings: NavSettings) -> None:
+        """Publish the reachable grid on /map unless another node publishes it."""
+        own = 1 if self.map_pub is not None else 0
+        if self.world is None or self.count_publishers(MAP_TOPIC) > own:
+            return  # sim_node publishes the map of the world it simulates
+        try:
+            grid = grid_from_reachable(self.world.reachable_positions(), settings.resolution)
+        except GridError as err:
+            raise GoalError(NavError.SIM_FAILURE, f"the world's reachable grid is unusable: {err}") from err
+        if self.map_pub is None:
+            self.map_pub = self.create_publisher(OccupancyGrid, MAP_TOPIC, LATCHED)
+        elif grid == self._published_grid:
+            return  # latched: subscribers already hold this grid
+        self._published_grid = grid
+        fields = to_occupancy_fields(grid, self.config.frames.map)
+        self.map_pub.publish(occupancy_grid_msg(fields, self.get_clock().now().nanoseconds))
+
+    def _header(self) -> Any:
+        return header_msg(self.get_clock().now().nanoseconds, self.config.frames.map)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Start nav_node; 0 after Ctrl-C or an external shutdown, 1 when it cannot start."""
+    rclpy.init(args=args)
+    node: NavNode | None = None
+    try:
+        try:
+            node = NavNode(load_config())
+        except (ConfigError, ValueError, RuntimeError) as err:  # bad config, no Nav2, a scene that fails to load
+            print(f"nav_node: cannot start: {err}", file=sys.stderr, flush=True)
+            return 1
+        # Several threads: a running goal blocks one (and waits on sim_node replies handled by another).
+        executor = MultiThreadedExecutor(num_threads=4)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 0  # the normal ways to stop a node
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

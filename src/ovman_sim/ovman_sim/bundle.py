@@ -1,0 +1,315 @@
+"""What one synchronised camera bundle carries on the wire: topics, the frame tree and the tables.
+
+Pure Python (no rclpy): the recorder (:mod:`ovman_sim.recording`) and ``sim_node``
+(:mod:`ovman_sim.messages`) build their messages from these values, so a recorded visit and the live
+graph carry the same topics, frames and numbers.
+
+Wire frames are REP 103 (x forward, y left, z up, metres; quaternions (x, y, z, w)); the tree is
+REP 105 ``map → odom → base_link → camera_link → camera_optical_frame`` (names from config
+``frames``): ``odom`` coincides with ``map`` in simulation, ``base_link`` lies on the floor plane
+(map z = 0) under the camera with the agent's yaw, ``camera_link`` sits at the camera height
+pitched by the camera horizon, and the optical frame (z forward, x right, y down) is fixed in
+``camera_link``. All conversions from AI2-THOR's world frame go through :mod:`ovman_core.frames`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from scipy.spatial.transform import Rotation
+
+from ovman_core.boxes import Box3, Vec3
+from ovman_core.camera import Intrinsics
+from ovman_core.config import FramesConfig
+from ovman_core.frames import (
+    CAMERA_LINK_TO_OPTICAL,
+    Quaternion,
+    camera_link_quaternion,
+    thor_to_ros_point,
+    thor_yaw_to_ros,
+    yaw_quaternion,
+)
+from ovman_core.world_state import AgentPose, ObjectState, WorldState
+from ovman_sim.world import Observation
+
+RGB_TOPIC = "/camera/color/image_raw"
+"""sensor_msgs/Image, ``rgb8``, frame ``camera_optical_frame``."""
+DEPTH_TOPIC = "/camera/depth/image_raw"
+"""sensor_msgs/Image, ``32FC1`` planar depth in metres (NaN = invalid), registered to the colour image."""
+INSTANCES_TOPIC = "/camera/instances/image_raw"
+"""sensor_msgs/Image, ``32SC1`` per-frame segment ids (0 = no object)."""
+INSTANCE_LABELS_TOPIC = "/camera/instances/labels"
+"""std_msgs/String, JSON ``{"stamp_ns": t, "step": n, "labels": {"<segment id>": "<category>"}}`` per
+frame (String has no header: ``stamp_ns`` equals the images' header stamp in nanoseconds)."""
+CAMERA_INFO_TOPIC = "/camera/color/camera_info"
+"""sensor_msgs/CameraInfo shared by the three images (they are registered), plumb_bob, no distortion."""
+CAMERA_POSE_TOPIC = "/camera/pose"
+"""geometry_msgs/PoseStamped: pose of the **optical frame** in ``map``."""
+TF_TOPIC = "/tf"
+TF_STATIC_TOPIC = "/tf_static"
+ODOM_TOPIC = "/odom"
+"""nav_msgs/Odometry: ``base_link`` in ``odom`` (ground truth in simulation)."""
+MAP_TOPIC = "/map"
+"""nav_msgs/OccupancyGrid of the reachable grid (latched)."""
+CLOCK_TOPIC = "/clock"
+GROUND_TRUTH_TOPIC = "/ovman/ground_truth"
+"""std_msgs/String, JSON, **evaluation only**: the stamp (as in the labels), the exact agent pose,
+segment → instance table and every object's state per frame. The reference agent never
+subscribes to it."""
+
+RGB_ENCODING = "rgb8"
+DEPTH_ENCODING = "32FC1"
+INSTANCES_ENCODING = "32SC1"
+DISTORTION_MODEL = "plumb_bob"
+
+IDENTITY_ROTATION: Quaternion = (0.0, 0.0, 0.0, 1.0)
+
+
+class BundleFormatError(ValueError):
+    """A label or ground-truth table does not have the documented JSON layout."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Transform:
+    """``child`` in ``parent``: translation (metres) and rotation (x, y, z, w), REP 103."""
+
+    parent: str
+    child: str
+    translation: Vec3
+    rotation: Quaternion
+
+
+class FrameClock:
+    """Stamps (integer nanoseconds of sim time) for a sequence of frames.
+
+    Sim time advances ``step_dt`` per world step: a frame taken ``n ≥ 1`` world steps after the
+    previous one is stamped ``n · step_dt`` later. A frame taken with no world step since the
+    previous one (after a teleport, which is not a step, or after a world reset) is stamped one
+    ``step_dt`` later, so every frame has its own time: tf2 discards a transform whose stamp
+    repeats, and a recording needs one timestamp per frame. The first frame is stamped
+    ``step · step_dt``. Stamps therefore never decrease, even across visits.
+    """
+
+    def __init__(self, step_dt: float) -> None:
+        if not step_dt > 0.0:
+            raise ValueError(f"step_dt must be positive seconds (sim_node.node.step_dt), got {step_dt}")
+        self.step_dt = step_dt
+        self.dt_ns = round(step_dt * 1e9)
+        self._stamp: int | None = None
+        self._step: int | None = None
+
+    @property
+    def last_ns(self) -> int | None:
+        """Stamp of the latest frame (None before the first)."""
+        return self._stamp
+
+    def stamp(self, step: int) -> int:
+        """The stamp of the next frame, taken at world step ``step``."""
+        if step < 0:
+            raise ValueError(f"world step must be non-negative, got {step}")
+        if self._stamp is None or self._step is None:
+            stamp = step * self.dt_ns
+        else:
+            stamp = self._stamp + max(1, step - self._step) * self.dt_ns
+        self._stamp, self._step = stamp, step
+        return stamp
+
+
+def split_stamp(stamp_ns: int) -> tuple[int, int]:
+    """``(sec, nanosec)`` of a non-negative time in nanoseconds (builtin_interfaces/Time)."""
+    return stamp_ns // 1_000_000_000, stamp_ns % 1_000_000_000
+
+
+def static_transforms(frames: FramesConfig) -> list[Transform]:
+    """Transforms that never change: ``map → odom`` (identity in simulation) and
+    ``camera_link → camera_optical_frame`` (REP 103 optical rotation)."""
+    return [
+        Transform(frames.map, frames.odom, (0.0, 0.0, 0.0), IDENTITY_ROTATION),
+        Transform(frames.camera, frames.optical, (0.0, 0.0, 0.0), CAMERA_LINK_TO_OPTICAL),
+    ]
+
+
+def base_pose(observation: Observation) -> tuple[Vec3, Quaternion]:
+    """``base_link`` in ``odom`` (= ``map``): on the floor plane under the camera, the agent's yaw."""
+    x, y, _ = thor_to_ros_point(observation.camera_position)
+    return (x, y, 0.0), yaw_quaternion(thor_yaw_to_ros(observation.pose.yaw_deg))
+
+
+def camera_mount(observation: Observation) -> tuple[Vec3, Quaternion]:
+    """``camera_link`` in ``base_link``: up by the camera height, pitched by the horizon
+    (positive horizon looks down, a positive rotation about the base's y axis)."""
+    height = float(observation.camera_position[1])
+    pitch = math.radians(observation.pose.horizon_deg)
+    return (0.0, 0.0, height), (0.0, math.sin(pitch / 2.0), 0.0, math.cos(pitch / 2.0))
+
+
+def dynamic_transforms(observation: Observation, frames: FramesConfig) -> list[Transform]:
+    """The per-frame part of the tree: ``odom → base_link`` and ``base_link → camera_link``."""
+    base_t, base_q = base_pose(observation)
+    mount_t, mount_q = camera_mount(observation)
+    return [
+        Transform(frames.odom, frames.base, base_t, base_q),
+        Transform(frames.base, frames.camera, mount_t, mount_q),
+    ]
+
+
+def optical_pose(observation: Observation) -> tuple[Vec3, Quaternion]:
+    """The optical frame in ``map``: ``p_map = R · p_optical + t`` back-projects a depth pixel."""
+    link = Rotation.from_quat(camera_link_quaternion(observation.pose.yaw_deg, observation.pose.horizon_deg))
+    rotation = (link * Rotation.from_quat(CAMERA_LINK_TO_OPTICAL)).as_quat()
+    return thor_to_ros_point(observation.camera_position), tuple(float(v) for v in rotation)  # type: ignore[return-value]
+
+
+@dataclasses.dataclass(frozen=True)
+class CameraInfoFields:
+    """The sensor_msgs/CameraInfo fields of a pinhole camera without distortion."""
+
+    width: int
+    height: int
+    k: tuple[float, ...]
+    d: tuple[float, ...]
+    r: tuple[float, ...]
+    p: tuple[float, ...]
+    distortion_model: str = DISTORTION_MODEL
+
+
+def camera_info_fields(intrinsics: Intrinsics) -> CameraInfoFields:
+    """CameraInfo fields for ``intrinsics`` (K from ovman_core.camera, plumb_bob with zero D)."""
+    fx, fy, cx, cy = intrinsics.fx, intrinsics.fy, intrinsics.cx, intrinsics.cy
+    return CameraInfoFields(
+        width=intrinsics.width,
+        height=intrinsics.height,
+        k=(fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0),
+        d=(0.0, 0.0, 0.0, 0.0, 0.0),
+        r=(1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0),
+        p=(fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0),
+    )
+
+
+def intrinsics_from_camera_info(width: int, height: int, k: Any) -> Intrinsics:
+    """Intrinsics back from CameraInfo ``width``, ``height`` and the row-major 3×3 ``k``."""
+    values = [float(v) for v in k]
+    if len(values) != 9:
+        raise BundleFormatError(f"CameraInfo.k must hold 9 values, got {len(values)}")
+    return Intrinsics(int(width), int(height), values[0], values[4], values[2], values[5])
+
+
+# ---- JSON tables ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelTable:
+    """The segmenter's table of one frame: its stamp (ns of sim time, as in the images' headers),
+    the world step, and segment id → category label."""
+
+    stamp_ns: int
+    step: int
+    labels: Mapping[int, str]
+
+
+def labels_json(observation: Observation, stamp_ns: int) -> str:
+    """The INSTANCE_LABELS_TOPIC record of a frame stamped ``stamp_ns``:
+    ``{"stamp_ns": ..., "step": ..., "labels": {"<segment id>": "<category>"}}``."""
+    labels = {str(int(k)): str(v) for k, v in sorted(observation.segment_labels.items())}
+    return json.dumps({"stamp_ns": int(stamp_ns), "step": int(observation.step), "labels": labels}, sort_keys=True)
+
+
+def parse_labels_json(text: str) -> LabelTable:
+    """The inverse of :func:`labels_json`; BundleFormatError if malformed."""
+    doc = _load(text, "instance labels")
+    try:
+        return LabelTable(int(doc["stamp_ns"]), int(doc["step"]), {int(k): str(v) for k, v in doc["labels"].items()})
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise BundleFormatError(f"instance labels table: expected {{'stamp_ns', 'step', 'labels'}}: {err!r}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class GroundTruthFrame:
+    """Evaluation-only record of one frame: its stamp (ns) and world step, the exact agent pose
+    (AI2-THOR frame), camera centre, segment id → ground-truth instance id, and every object's
+    state at that step."""
+
+    stamp_ns: int
+    step: int
+    pose: AgentPose
+    camera_position: Vec3
+    segment_instances: Mapping[int, str]
+    objects: WorldState
+
+
+def ground_truth_json(observation: Observation, objects: WorldState, stamp_ns: int) -> str:
+    """The GROUND_TRUTH_TOPIC record of a frame stamped ``stamp_ns`` (floats in full precision)."""
+    pose = observation.pose
+    doc = {
+        "stamp_ns": int(stamp_ns),
+        "step": int(observation.step),
+        "agent_pose": {
+            "x": float(pose.x),
+            "z": float(pose.z),
+            "yaw_deg": float(pose.yaw_deg),
+            "horizon_deg": float(pose.horizon_deg),
+        },
+        "camera_position": [float(v) for v in observation.camera_position],
+        "segment_instances": {str(int(k)): str(v) for k, v in sorted(observation.segment_instances.items())},
+        "objects": [object_state_to_dict(obj) for obj in sorted(objects, key=lambda o: o.instance_id)],
+    }
+    return json.dumps(doc, sort_keys=True)
+
+
+def parse_ground_truth_json(text: str) -> GroundTruthFrame:
+    """The inverse of :func:`ground_truth_json`; BundleFormatError if malformed."""
+    doc = _load(text, "ground truth")
+    try:
+        pose = doc["agent_pose"]
+        return GroundTruthFrame(
+            stamp_ns=int(doc["stamp_ns"]),
+            step=int(doc["step"]),
+            pose=AgentPose(float(pose["x"]), float(pose["z"]), float(pose["yaw_deg"]), float(pose["horizon_deg"])),
+            camera_position=_vec3(doc["camera_position"]),
+            segment_instances={int(k): str(v) for k, v in doc["segment_instances"].items()},
+            objects=WorldState.of([object_state_from_dict(o) for o in doc["objects"]]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise BundleFormatError(f"ground truth record: missing or bad field: {err!r}") from None
+
+
+def object_state_to_dict(obj: ObjectState) -> dict[str, Any]:
+    """A JSON-ready dict of one object's state (world frame, metres)."""
+    return {
+        "instance_id": obj.instance_id,
+        "category": obj.category,
+        "position": [float(v) for v in obj.position],
+        "box_lo": [float(v) for v in obj.box.lo],
+        "box_hi": [float(v) for v in obj.box.hi],
+        "movable": bool(obj.movable),
+    }
+
+
+def object_state_from_dict(doc: Mapping[str, Any]) -> ObjectState:
+    """The inverse of :func:`object_state_to_dict`."""
+    return ObjectState(
+        instance_id=str(doc["instance_id"]),
+        category=str(doc["category"]),
+        position=_vec3(doc["position"]),
+        box=Box3(_vec3(doc["box_lo"]), _vec3(doc["box_hi"])),
+        movable=bool(doc["movable"]),
+    )
+
+
+def _vec3(values: Any) -> Vec3:
+    x, y, z = (float(v) for v in values)
+    return (x, y, z)
+
+
+def _load(text: str, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise BundleFormatError(f"{what} table is not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise BundleFormatError(f"{what} table must be a JSON object, got {type(doc).__name__}")
+    return doc

@@ -1,0 +1,662 @@
+"""Recorded visits: one MCAP file in rosbag2 layout per visit, written and read without rclpy.
+
+A recording is a directory (``metadata.yaml`` + ``<name>.mcap``, rosbag2 format version 9, MCAP
+storage with zstd-compressed chunks) that ``ros2 bag play`` replays on a ROS 2 workstation
+(Jazzy or newer read version 9). Every frame is one timestamp of sim time
+(:class:`ovman_sim.bundle.FrameClock`: ``step_dt`` per world step, at least one per frame) on
+these topics (names and layouts in :mod:`ovman_sim.bundle`):
+
+- ``/camera/color/image_raw`` sensor_msgs/Image rgb8, ``/camera/depth/image_raw`` 32FC1 metres
+  (NaN invalid), ``/camera/instances/image_raw`` 32SC1 segment ids, all in the optical frame;
+- ``/camera/instances/labels`` std_msgs/String JSON: segment id → category (the segmenter's table);
+- ``/camera/color/camera_info`` sensor_msgs/CameraInfo (K from ovman_core.camera, plumb_bob, D = 0);
+- ``/tf`` tf2_msgs/TFMessage (``odom → base_link → camera_link``) and ``/camera/pose``
+  geometry_msgs/PoseStamped (optical frame in ``map``), REP 103; ``/tf_static`` once at the first
+  frame (``map → odom``, ``camera_link → camera_optical_frame``), offered transient-local;
+- ``/ovman/ground_truth`` std_msgs/String JSON, **evaluation only**: exact agent pose, segment id →
+  instance id, every object's state.
+
+The visit's identity (scene, visit number, step_dt, frame names, frame count) is in the
+``custom_data`` of ``metadata.yaml`` under ``ovman.recording``.
+
+How it is written, without rclpy:
+- CDR serialisation, message definitions and type hashes come from ``rosbags``' typestore of ROS 2
+  Kilted (the distribution of the ROS wheels we use; the hashes equal those of the installed
+  message packages), so the recorder stays importable without ROS;
+- the MCAP file is written by ``mcap`` (the format's reference Python library): zstd chunks with
+  CRCs, a data-section CRC, chunk and message indexes, ``ros2msg`` schemas and the per-channel
+  ``offered_qos_profiles``, as rosbag2's MCAP storage plugin writes them;
+- ``metadata.yaml`` (rosbag2 format 9) is generated here from what was written.
+It is read back with ``rosbags``' rosbag2 reader, which checks the chunk CRCs, so a damaged file
+fails loudly instead of decoding wrong pixels. The bag is written into a hidden temporary directory
+beside the target and renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import yaml
+from mcap.writer import CompressionType
+from mcap.writer import Writer as McapWriter
+from rosbags.rosbag2 import Reader, ReaderError
+from rosbags.serde import SerdeError
+from rosbags.typesys import Stores, get_typestore
+
+if sys.version_info >= (3, 14):
+    from compression.zstd import ZstdError
+else:
+    from backports.zstd import ZstdError
+
+from ovman_core.camera import Intrinsics
+from ovman_core.config import FramesConfig
+from ovman_core.world_state import WorldState
+from ovman_sim import bundle
+from ovman_sim.bundle import BundleFormatError, GroundTruthFrame, Transform
+from ovman_sim.world import Observation
+
+FORMAT_VERSION = 1
+"""Version of the topic layout below; readers reject recordings of other versions."""
+CUSTOM_DATA_KEY = "ovman.recording"
+ROSBAG2_VERSION = 9
+ROS_DISTRO = "kilted"
+"""The distribution whose message definitions (and type hashes) the recording uses."""
+
+TYPESTORE = get_typestore(Stores.ROS2_KILTED)
+
+IMAGE = "sensor_msgs/msg/Image"
+CAMERA_INFO = "sensor_msgs/msg/CameraInfo"
+STRING = "std_msgs/msg/String"
+TF_MESSAGE = "tf2_msgs/msg/TFMessage"
+POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
+
+FRAME_TOPICS: dict[str, str] = {
+    bundle.RGB_TOPIC: IMAGE,
+    bundle.DEPTH_TOPIC: IMAGE,
+    bundle.INSTANCES_TOPIC: IMAGE,
+    bundle.INSTANCE_LABELS_TOPIC: STRING,
+    bundle.CAMERA_INFO_TOPIC: CAMERA_INFO,
+    bundle.TF_TOPIC: TF_MESSAGE,
+    bundle.CAMERA_POSE_TOPIC: POSE_STAMPED,
+    bundle.GROUND_TRUTH_TOPIC: STRING,
+}
+"""Topics with exactly one message per frame, and their types."""
+STATIC_TOPICS: dict[str, str] = {bundle.TF_STATIC_TOPIC: TF_MESSAGE}
+"""Topics written once, at the first frame's timestamp."""
+
+POSE_CHECK_TOLERANCE = 1e-6
+"""Metres (and quaternion units): /camera/pose must agree with the ground-truth pose this well."""
+
+_STORAGE_ERRORS = (ReaderError, ZstdError, struct.error, UnicodeDecodeError, OSError, EOFError)
+"""What rosbags' reader raises on a damaged file: its own errors (bad CRC, magic, sizes), zstd
+errors from a damaged chunk, and struct/Unicode errors from damaged record headers."""
+
+
+class RecordingError(ValueError):
+    """A recording is missing, corrupt, truncated or inconsistent, or a frame cannot be written."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VisitInfo:
+    """What a recording is: ``scene``, ``visit`` (1 or 2), ``step_dt`` (seconds of sim time per
+    world step, see :class:`ovman_sim.bundle.FrameClock`) and the TF frame names used."""
+
+    scene: str
+    visit: int
+    step_dt: float
+    frames: FramesConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedFrame:
+    """One recorded frame: the observation exactly as the world gave it, and the ground-truth
+    state of every object at that step (evaluation only)."""
+
+    observation: Observation
+    objects: WorldState
+
+
+class VisitWriter:
+    """Writes one visit, frame by frame; the recording appears at ``path`` only when closed.
+
+    Use as a context manager: on an exception the partial recording is deleted and nothing
+    appears at ``path``. Frames are stamped by :class:`ovman_sim.bundle.FrameClock` (one
+    ``step_dt`` per world step, and at least one per frame), so every frame has its own stamp.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], info: VisitInfo, *, overwrite: bool = False) -> None:
+        self.path = Path(path)
+        self.info = info
+        self._overwrite = overwrite
+        if self.path.exists() and not overwrite:
+            raise RecordingError(f"{self.path}: already exists; not overwriting it (choose a new path or remove it)")
+        if not info.step_dt > 0.0:
+            raise RecordingError(f"{self.path}: VisitInfo.step_dt must be positive seconds, got {info.step_dt}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # The bag is assembled in a hidden sibling directory and renamed into place when complete.
+        self._tmp_dir = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent))
+        self._storage_name = self.path.name + ".mcap"
+        try:
+            self._stream = (self._tmp_dir / self._storage_name).open("wb")
+        except OSError as err:
+            shutil.rmtree(self._tmp_dir, ignore_errors=True)
+            raise RecordingError(f"{self.path}: cannot create the recording: {err}") from err
+        self._mcap = McapWriter(self._stream, compression=CompressionType.ZSTD, enable_crcs=True, enable_data_crcs=True)
+        self._mcap.start(profile="ros2", library=f"ovman recording v{FORMAT_VERSION}")
+        self._channels: dict[str, int] = {}
+        schemas: dict[str, int] = {}
+        for topic, msgtype in {**FRAME_TOPICS, **STATIC_TOPICS}.items():
+            if msgtype not in schemas:
+                text, _ = TYPESTORE.generate_msgdef(msgtype, ros_version=2)
+                schemas[msgtype] = self._mcap.register_schema(msgtype, "ros2msg", text.encode())
+            qos = _qos_yaml(topic)
+            metadata = {"offered_qos_profiles": qos, "topic_type_hash": TYPESTORE.hash_rihs01(msgtype)}
+            self._channels[topic] = self._mcap.register_channel(topic, "cdr", schemas[msgtype], metadata)
+        self._counts = dict.fromkeys(self._channels, 0)
+        self._clock = bundle.FrameClock(info.step_dt)
+        self._first_stamp: int | None = None
+        self._frame_count = 0
+        self._intrinsics: Intrinsics | None = None
+        self._closed = False
+
+    @property
+    def frame_count(self) -> int:
+        return self._frame_count
+
+    def write(self, observation: Observation, objects: WorldState) -> None:
+        """Append one frame, stamped by the visit's FrameClock from ``observation.step``."""
+        if self._closed:
+            raise RecordingError(f"{self.path}: the writer is closed")
+        _check_observation(observation, self.path)
+        if self._intrinsics is not None and observation.intrinsics != self._intrinsics:
+            raise RecordingError(
+                f"{self.path}: frame {self._frame_count} changes the camera intrinsics "
+                f"({self._intrinsics} -> {observation.intrinsics}); one visit has one camera"
+            )
+        stamp = self._clock.stamp(observation.step)
+        frames = self.info.frames
+        if self._frame_count == 0:
+            self._first_stamp = stamp
+            self._put(bundle.TF_STATIC_TOPIC, _tf_message(bundle.static_transforms(frames), stamp), stamp)
+        header = _header(stamp, frames.optical)
+        width = observation.intrinsics.width
+        self._put(bundle.RGB_TOPIC, _image(header, observation.rgb, bundle.RGB_ENCODING, width * 3), stamp)
+        depth = np.ascontiguousarray(observation.depth, dtype="<f4")
+        self._put(bundle.DEPTH_TOPIC, _image(header, depth, bundle.DEPTH_ENCODING, width * 4), stamp)
+        segments = np.ascontiguousarray(observation.segments, dtype="<i4")
+        self._put(bundle.INSTANCES_TOPIC, _image(header, segments, bundle.INSTANCES_ENCODING, width * 4), stamp)
+        self._put(bundle.INSTANCE_LABELS_TOPIC, _string(bundle.labels_json(observation, stamp)), stamp)
+        self._put(bundle.CAMERA_INFO_TOPIC, _camera_info(header, observation.intrinsics), stamp)
+        self._put(bundle.TF_TOPIC, _tf_message(bundle.dynamic_transforms(observation, frames), stamp), stamp)
+        self._put(bundle.CAMERA_POSE_TOPIC, _pose_stamped(_header(stamp, frames.map), observation), stamp)
+        self._put(bundle.GROUND_TRUTH_TOPIC, _string(bundle.ground_truth_json(observation, objects, stamp)), stamp)
+        self._frame_count += 1
+        self._intrinsics = observation.intrinsics
+
+    def close(self) -> Path:
+        """Finish the file, write ``metadata.yaml`` and move the bag to ``path``; returns ``path``."""
+        if self._closed:
+            return self.path
+        if self._frame_count == 0:
+            self.abort()
+            raise RecordingError(f"{self.path}: no frames were written; an empty visit is not a recording")
+        metadata = self._rosbag2_metadata()
+        try:
+            self._mcap.add_metadata("rosbag2", {"serialized_metadata": yaml.safe_dump(metadata, sort_keys=False)})
+            self._mcap.finish()
+            self._stream.close()
+            document = {"rosbag2_bagfile_information": metadata}
+            (self._tmp_dir / "metadata.yaml").write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+            self._tmp_dir.chmod(0o755)
+        except OSError as err:
+            self.abort()
+            raise RecordingError(f"{self.path}: cannot finish the recording: {err}") from err
+        self._closed = True
+        old = None
+        if self.path.exists():
+            if not self._overwrite:
+                shutil.rmtree(self._tmp_dir, ignore_errors=True)
+                raise RecordingError(f"{self.path}: a recording appeared there while writing; not replacing it")
+            old = self._tmp_dir.with_suffix(".old")
+            os.rename(self.path, old)
+        os.rename(self._tmp_dir, self.path)
+        if old is not None:
+            shutil.rmtree(old)
+        return self.path
+
+    def abort(self) -> None:
+        """Drop the partial recording; nothing appears at ``path``."""
+        self._closed = True
+        self._stream.close()
+        shutil.rmtree(self._tmp_dir, ignore_errors=True)
+
+    def __enter__(self) -> VisitWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _put(self, topic: str, message: Any, stamp: int) -> None:
+        try:
+            data = TYPESTORE.serialize_cdr(message, message.__msgtype__)
+        except SerdeError as err:
+            raise RecordingError(f"{self.path}: topic {topic}: cannot serialise the message: {err}") from err
+        self._mcap.add_message(self._channels[topic], log_time=stamp, data=bytes(data), publish_time=stamp)
+        self._counts[topic] += 1
+
+    def _rosbag2_metadata(self) -> dict[str, Any]:
+        """rosbag2 ``metadata.yaml`` content (format version 9) for what was written."""
+        start = self._first_stamp or 0
+        duration = (self._clock.last_ns or 0) - start
+        total = sum(self._counts.values())
+        return {
+            "version": ROSBAG2_VERSION,
+            "storage_identifier": "mcap",
+            "duration": {"nanoseconds": duration},
+            "starting_time": {"nanoseconds_since_epoch": start},
+            "message_count": total,
+            "topics_with_message_count": [
+                {
+                    "topic_metadata": {
+                        "name": topic,
+                        "type": msgtype,
+                        "serialization_format": "cdr",
+                        "offered_qos_profiles": _qos_profiles(topic),
+                        "type_description_hash": TYPESTORE.hash_rihs01(msgtype),
+                    },
+                    "message_count": self._counts[topic],
+                }
+                for topic, msgtype in {**FRAME_TOPICS, **STATIC_TOPICS}.items()
+            ],
+            "compression_format": "",
+            "compression_mode": "",
+            "relative_file_paths": [self._storage_name],
+            "files": [
+                {
+                    "path": self._storage_name,
+                    "starting_time": {"nanoseconds_since_epoch": start},
+                    "duration": {"nanoseconds": duration},
+                    "message_count": total,
+                }
+            ],
+            "custom_data": {CUSTOM_DATA_KEY: _info_json(self.info, self._frame_count)},
+            "ros_distro": ROS_DISTRO,
+        }
+
+
+def _qos_profiles(topic: str) -> list[dict[str, Any]]:
+    """Offered QoS of a topic in rosbag2 v9 layout: /tf_static is latched (transient local, depth 1);
+    every other topic takes the player's default (reliable, volatile)."""
+    if topic != bundle.TF_STATIC_TOPIC:
+        return []
+    zero = {"sec": 0, "nsec": 0}
+    return [
+        {
+            "history": "keep_last",
+            "depth": 1,
+            "reliability": "reliable",
+            "durability": "transient_local",
+            "deadline": zero,
+            "lifespan": zero,
+            "liveliness": "automatic",
+            "liveliness_lease_duration": zero,
+            "avoid_ros_namespace_conventions": False,
+        }
+    ]
+
+
+def _qos_yaml(topic: str) -> str:
+    return yaml.safe_dump(_qos_profiles(topic), sort_keys=False).strip()
+
+
+def write_visit(
+    path: str | os.PathLike[str], info: VisitInfo, frames: Iterable[RecordedFrame], *, overwrite: bool = False
+) -> Path:
+    """Write a whole visit (see :class:`VisitWriter`); returns the recording's path."""
+    with VisitWriter(path, info, overwrite=overwrite) as writer:
+        for frame in frames:
+            writer.write(frame.observation, frame.objects)
+    return Path(path)
+
+
+# ---- reading -------------------------------------------------------------------------------------
+
+
+def read_visit_info(path: str | os.PathLike[str]) -> tuple[VisitInfo, int]:
+    """``(VisitInfo, frame count)`` of a recording, from its metadata only."""
+    path = Path(path)
+    reader = _open_reader(path)
+    try:
+        return _info_of(reader, path)
+    finally:
+        reader.close()
+
+
+def read_visit(path: str | os.PathLike[str]) -> Iterator[RecordedFrame]:
+    """Iterate the frames of a recording in order, rebuilding exactly the Observations written.
+
+    The metadata is checked now (missing or corrupt recordings raise RecordingError at once);
+    frames are decoded lazily. Raises RecordingError naming the file and topic for a corrupt,
+    truncated or inconsistent recording.
+    """
+    path = Path(path)
+    reader = _open_reader(path)
+    try:
+        info, frame_count = _info_of(reader, path)
+        connections = _connections_of(reader, path, frame_count)
+    except BaseException:
+        reader.close()
+        raise
+    return _frames(reader, path, info, frame_count, connections)
+
+
+def _frames(
+    reader: Reader, path: Path, info: VisitInfo, frame_count: int, connections: dict[str, Any]
+) -> Iterator[RecordedFrame]:
+    wanted = [c for topic, c in connections.items() if topic in FRAME_TOPICS]
+    topic_of = {c.id: c.topic for c in wanted}
+    pending: dict[str, Any] = {}
+    stamp: int | None = None
+    produced = 0
+    clock = bundle.FrameClock(info.step_dt)
+    try:
+        for connection, timestamp, raw in reader.messages(connections=wanted):
+            topic = topic_of[connection.id]
+            if stamp is not None and timestamp != stamp:
+                yield _assemble(pending, stamp, path, info, clock)
+                produced += 1
+                pending = {}
+            stamp = timestamp
+            if topic in pending:
+                raise RecordingError(f"{path}: topic {topic}: two messages at stamp {timestamp} ns (one frame each)")
+            pending[topic] = _decode(raw, connection.msgtype, path, topic, timestamp)
+        if stamp is not None:
+            yield _assemble(pending, stamp, path, info, clock)
+            produced += 1
+    except _STORAGE_ERRORS as err:
+        # A damaged chunk holds several topics: name those the current frame still lacks.
+        frame, have = (produced + 1, {}) if len(pending) == len(FRAME_TOPICS) else (produced, pending)
+        lacking = ", ".join(t for t in FRAME_TOPICS if t not in have)
+        raise RecordingError(
+            f"{path}: cannot read frame {frame} (topics {lacking}): the file is corrupt or truncated: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    finally:
+        reader.close()
+    if produced != frame_count:
+        raise RecordingError(f"{path}: truncated: metadata promises {frame_count} frames, the file holds {produced}")
+
+
+def _assemble(
+    messages: dict[str, Any], stamp: int, path: Path, info: VisitInfo, clock: bundle.FrameClock
+) -> RecordedFrame:
+    missing = sorted(set(FRAME_TOPICS) - set(messages))
+    if missing:
+        raise RecordingError(f"{path}: frame at stamp {stamp} ns lacks topic(s) {', '.join(missing)}")
+    where = f"{path}: frame at stamp {stamp} ns"
+    info_msg = messages[bundle.CAMERA_INFO_TOPIC]
+    try:
+        intrinsics = bundle.intrinsics_from_camera_info(info_msg.width, info_msg.height, info_msg.k)
+        table = bundle.parse_labels_json(messages[bundle.INSTANCE_LABELS_TOPIC].data)
+    except BundleFormatError as err:
+        raise RecordingError(f"{where}: topic {bundle.INSTANCE_LABELS_TOPIC}: {err}") from None
+    try:
+        truth = bundle.parse_ground_truth_json(messages[bundle.GROUND_TRUTH_TOPIC].data)
+    except BundleFormatError as err:
+        raise RecordingError(f"{where}: topic {bundle.GROUND_TRUTH_TOPIC}: {err}") from None
+    step = table.step
+    expected_stamp = clock.stamp(step)
+    if truth.step != step or expected_stamp != stamp or table.stamp_ns != stamp or truth.stamp_ns != stamp:
+        raise RecordingError(
+            f"{where}: world step {step} / stamp {table.stamp_ns} ns (labels), step {truth.step} / stamp "
+            f"{truth.stamp_ns} ns (ground truth) do not match the message time (the frame clock with step_dt "
+            f"{info.step_dt} s gives {expected_stamp} ns)"
+        )
+    size = (intrinsics.height, intrinsics.width)
+    rgb = _image_array(messages[bundle.RGB_TOPIC], bundle.RGB_ENCODING, np.uint8, (*size, 3), where, bundle.RGB_TOPIC)
+    depth = _image_array(messages[bundle.DEPTH_TOPIC], bundle.DEPTH_ENCODING, "<f4", size, where, bundle.DEPTH_TOPIC)
+    segments = _image_array(
+        messages[bundle.INSTANCES_TOPIC], bundle.INSTANCES_ENCODING, "<i4", size, where, bundle.INSTANCES_TOPIC
+    )
+    observation = Observation(
+        rgb=rgb,
+        depth=depth.astype(np.float32, copy=False),
+        segments=segments.astype(np.int32, copy=False),
+        segment_labels=table.labels,
+        segment_instances=truth.segment_instances,
+        pose=truth.pose,
+        camera_position=truth.camera_position,
+        intrinsics=intrinsics,
+        step=step,
+    )
+    _check_pose(messages[bundle.CAMERA_POSE_TOPIC], observation, where)
+    return RecordedFrame(observation=observation, objects=truth.objects)
+
+
+def _check_pose(message: Any, observation: Observation, where: str) -> None:
+    translation, rotation = bundle.optical_pose(observation)
+    got_t = (message.pose.position.x, message.pose.position.y, message.pose.position.z)
+    o = message.pose.orientation
+    got_q = np.array((o.x, o.y, o.z, o.w))
+    err_t = float(np.max(np.abs(np.subtract(got_t, translation))))
+    # q and -q are the same rotation.
+    err_q = float(min(np.max(np.abs(got_q - rotation)), np.max(np.abs(got_q + rotation))))
+    if err_t > POSE_CHECK_TOLERANCE or err_q > POSE_CHECK_TOLERANCE:
+        raise RecordingError(
+            f"{where}: topic {bundle.CAMERA_POSE_TOPIC}: the camera pose disagrees with the ground-truth "
+            f"agent pose (translation error {err_t:.3g} m, quaternion error {err_q:.3g})"
+        )
+
+
+def _image_array(message: Any, encoding: str, dtype: Any, shape: tuple[int, ...], where: str, topic: str) -> np.ndarray:
+    height, width = shape[0], shape[1]
+    itemsize = np.dtype(dtype).itemsize * (shape[2] if len(shape) == 3 else 1)
+    problems = []
+    if message.encoding != encoding:
+        problems.append(f"encoding {message.encoding!r}, expected {encoding!r}")
+    if (message.height, message.width) != (height, width):
+        problems.append(f"size {message.width}x{message.height}, CameraInfo says {width}x{height}")
+    if message.is_bigendian:
+        problems.append("big-endian data")
+    if message.step != width * itemsize:
+        problems.append(f"row step {message.step}, expected {width * itemsize}")
+    if len(message.data) != height * width * itemsize:
+        problems.append(f"{len(message.data)} data bytes, expected {height * width * itemsize}")
+    if problems:
+        raise RecordingError(f"{where}: topic {topic}: {'; '.join(problems)}")
+    return np.frombuffer(np.asarray(message.data, dtype=np.uint8).tobytes(), dtype=dtype).reshape(shape)
+
+
+def _open_reader(path: Path) -> Reader:
+    if not path.exists():
+        raise RecordingError(f"{path}: no recording there (the directory does not exist)")
+    if not path.is_dir():
+        raise RecordingError(f"{path}: a recording is a rosbag2 directory (metadata.yaml + .mcap), got a file")
+    if not (path / "metadata.yaml").is_file():
+        raise RecordingError(f"{path}: not a rosbag2 recording: metadata.yaml is missing")
+    try:
+        reader = Reader(path)
+        reader.open()
+    except _STORAGE_ERRORS as err:
+        raise RecordingError(
+            f"{path}: cannot open the recording (corrupt or truncated): {type(err).__name__}: {err}"
+        ) from err
+    return reader
+
+
+def _info_of(reader: Reader, path: Path) -> tuple[VisitInfo, int]:
+    custom = getattr(reader.storage, "metadata", None)
+    text = (getattr(custom, "custom", None) or {}).get(CUSTOM_DATA_KEY)
+    if text is None:
+        raise RecordingError(f"{path}/metadata.yaml: custom_data has no '{CUSTOM_DATA_KEY}' entry: not an OVMAN visit")
+    try:
+        doc = json.loads(text)
+        version = int(doc["format_version"])
+        if version != FORMAT_VERSION:
+            raise RecordingError(
+                f"{path}: recording format version {version}; this reader understands version {FORMAT_VERSION}"
+            )
+        frames = FramesConfig(**{k: str(v) for k, v in doc["frames"].items()})
+        info = VisitInfo(scene=str(doc["scene"]), visit=int(doc["visit"]), step_dt=float(doc["step_dt"]), frames=frames)
+        return info, int(doc["frame_count"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        if isinstance(err, RecordingError):
+            raise
+        raise RecordingError(f"{path}/metadata.yaml: bad '{CUSTOM_DATA_KEY}' entry: {err!r}") from None
+
+
+def _connections_of(reader: Reader, path: Path, frame_count: int) -> dict[str, Any]:
+    by_topic = {c.topic: c for c in reader.connections}
+    for topic, msgtype in {**FRAME_TOPICS, **STATIC_TOPICS}.items():
+        connection = by_topic.get(topic)
+        if connection is None:
+            raise RecordingError(f"{path}: topic {topic} is missing from the recording")
+        if connection.msgtype != msgtype:
+            raise RecordingError(f"{path}: topic {topic} has type {connection.msgtype}, expected {msgtype}")
+        if topic in FRAME_TOPICS and connection.msgcount != frame_count:
+            raise RecordingError(
+                f"{path}: topic {topic} has {connection.msgcount} messages for {frame_count} frames (truncated?)"
+            )
+    return by_topic
+
+
+def _decode(raw: bytes, msgtype: str, path: Path, topic: str, stamp: int) -> Any:
+    try:
+        return TYPESTORE.deserialize_cdr(raw, msgtype)
+    except (SerdeError, ValueError, IndexError, TypeError) as err:
+        raise RecordingError(f"{path}: topic {topic}: message at stamp {stamp} ns is corrupt: {err}") from err
+
+
+def _info_json(info: VisitInfo, frame_count: int) -> str:
+    return json.dumps(
+        {
+            "format_version": FORMAT_VERSION,
+            "scene": info.scene,
+            "visit": info.visit,
+            "step_dt": info.step_dt,
+            "frames": dataclasses.asdict(info.frames),
+            "frame_count": frame_count,
+        },
+        sort_keys=True,
+    )
+
+
+# ---- message construction (rosbags' message classes; the same fields as the rclpy ones) ---------
+
+
+def _check_observation(observation: Observation, path: Path) -> None:
+    k = observation.intrinsics
+    expect = (k.height, k.width)
+    checks = (
+        ("rgb", observation.rgb, np.uint8, (*expect, 3)),
+        ("depth", observation.depth, np.float32, expect),
+        ("segments", observation.segments, np.int32, expect),
+    )
+    for name, array, dtype, shape in checks:
+        if not isinstance(array, np.ndarray) or array.dtype != dtype or array.shape != shape:
+            got = f"{array.dtype} {array.shape}" if isinstance(array, np.ndarray) else type(array).__name__
+            raise RecordingError(
+                f"{path}: observation at step {observation.step}: {name} must be {np.dtype(dtype)} {shape} "
+                f"(from the intrinsics), got {got}"
+            )
+
+
+def _msg(msgtype: str) -> Any:
+    return TYPESTORE.types[msgtype]
+
+
+def _header(stamp: int, frame_id: str) -> Any:
+    sec, nanosec = bundle.split_stamp(stamp)
+    time = _msg("builtin_interfaces/msg/Time")(sec=sec, nanosec=nanosec)
+    return _msg("std_msgs/msg/Header")(stamp=time, frame_id=frame_id)
+
+
+def _image(header: Any, array: np.ndarray, encoding: str, step: int) -> Any:
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return _msg(IMAGE)(
+        header=header,
+        height=array.shape[0],
+        width=array.shape[1],
+        encoding=encoding,
+        is_bigendian=0,
+        step=step,
+        data=data,
+    )
+
+
+def _string(text: str) -> Any:
+    return _msg(STRING)(data=text)
+
+
+def _camera_info(header: Any, intrinsics: Intrinsics) -> Any:
+    fields = bundle.camera_info_fields(intrinsics)
+    roi = _msg("sensor_msgs/msg/RegionOfInterest")(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)
+    return _msg(CAMERA_INFO)(
+        header=header,
+        height=fields.height,
+        width=fields.width,
+        distortion_model=fields.distortion_model,
+        d=np.array(fields.d, dtype=np.float64),
+        k=np.array(fields.k, dtype=np.float64),
+        r=np.array(fields.r, dtype=np.float64),
+        p=np.array(fields.p, dtype=np.float64),
+        binning_x=0,
+        binning_y=0,
+        roi=roi,
+    )
+
+
+def _tf_message(transforms: list[Transform], stamp: int) -> Any:
+    stamped = _msg("geometry_msgs/msg/TransformStamped")
+    transform = _msg("geometry_msgs/msg/Transform")
+    vector = _msg("geometry_msgs/msg/Vector3")
+    quaternion = _msg("geometry_msgs/msg/Quaternion")
+    return _msg(TF_MESSAGE)(
+        transforms=[
+            stamped(
+                header=_header(stamp, t.parent),
+                child_frame_id=t.child,
+                transform=transform(translation=vector(*t.translation), rotation=quaternion(*t.rotation)),
+            )
+            for t in transforms
+        ]
+    )
+
+
+def _pose_stamped(header: Any, observation: Observation) -> Any:
+    translation, rotation = bundle.optical_pose(observation)
+    pose = _msg("geometry_msgs/msg/Pose")(
+        position=_msg("geometry_msgs/msg/Point")(*translation),
+        orientation=_msg("geometry_msgs/msg/Quaternion")(*rotation),
+    )
+    return _msg(POSE_STAMPED)(header=header, pose=pose)
+
+
+__all__ = [
+    "CUSTOM_DATA_KEY",
+    "FORMAT_VERSION",
+    "GroundTruthFrame",
+    "RecordedFrame",
+    "RecordingError",
+    "VisitInfo",
+    "VisitWriter",
+    "read_visit",
+    "read_visit_info",
+    "write_visit",
+]

@@ -1,0 +1,296 @@
+"""nav_node in its own process drives an embedded home and reaches goals sent by OvmanCommander
+over DDS; its plan and map arrive latched, bad goals get their error codes, and query() reaches a
+Query service in another process.
+
+Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+try:
+    import rclpy
+    from geometry_msgs.msg import Point, PointStamped
+    from nav_msgs.msg import OccupancyGrid
+    from std_msgs.msg import Header
+
+    from ovman_interfaces.action import Navigate
+    from ovman_interfaces.srv import Query
+    from ovman_nav.commander import QUERY_SERVICE, OvmanCommander, TaskResult
+    from ovman_nav.nav_node import (
+        LATCHED,
+        MAP_TOPIC,
+        GoalError,
+        goal_settings,
+        goal_target,
+        moved_target,
+        path_message,
+    )
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
+    ) from error
+
+from ovman_core.boxes import Footprint
+from ovman_core.config import load_config
+from ovman_core.frames import thor_to_ros_point
+from ovman_nav.executor import NavError, NavSettings, NavTarget
+from ovman_sim.embedded import EmbeddedWorld
+
+pytestmark = pytest.mark.ros
+
+SCENE = "embedded-0"
+CONFIG = load_config()
+R = CONFIG.task.success_radius
+ECHO_SERVER = Path(__file__).with_name("echo_server.py")
+# Discovery on loopback is usually ~40 ms but has tails of seconds (notes/ros2-from-pypi.md).
+DISCOVERY_TIMEOUT_S = 30.0
+NAVIGATION_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+
+
+class Process:
+    """A child process with its log; stopped like `ros2 launch` does (SIGINT, SIGTERM, SIGKILL)."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.log_path = log_path
+        with log_path.open("wb") as log:
+            # os.environ holds ros_env's settings and the bootstrapper's LD_LIBRARY_PATH.
+            self.process = subprocess.Popen(
+                args, env=dict(os.environ), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def diagnosis(self) -> str:
+        code = self.process.poll()
+        state = "still running" if code is None else f"exited with code {code}"
+        return f"{state}; its output:\n{self.log_path.read_text(errors='replace')}"
+
+    def stop(self) -> int:
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                if self.process.poll() is not None:
+                    break
+                self.process.send_signal(sig)
+                try:
+                    self.process.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    continue
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        return self.process.returncode
+
+
+@pytest.fixture
+def nav_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[Process]:
+    args = [sys.executable, "-m", "ovman_nav.nav_node", "--ros-args", "-p", f"navigation.scene:={SCENE}"]
+    node = Process(args, tmp_path / "nav_node.log")
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture
+def commander(rclpy_context) -> Iterator[OvmanCommander]:
+    client = OvmanCommander(context=rclpy_context)
+    try:
+        yield client
+    finally:
+        client.destroy_node()
+
+
+def map_target(position: tuple[float, float]) -> PointStamped:
+    x, y, z = thor_to_ros_point((position[0], 0.0, position[1]))
+    return PointStamped(header=Header(frame_id=CONFIG.frames.map), point=Point(x=x, y=y, z=z))
+
+
+def wait_until_complete(commander: OvmanCommander, node: Process) -> None:
+    deadline = time.monotonic() + NAVIGATION_TIMEOUT_S
+    while not commander.isTaskComplete():
+        feedback = commander.getFeedback()
+        if feedback is not None:
+            assert feedback.current_pose.header.frame_id == CONFIG.frames.map
+        assert time.monotonic() < deadline, (
+            f"navigation did not end within {NAVIGATION_TIMEOUT_S} s; {node.diagnosis()}"
+        )
+
+
+def test_commander_reaches_a_far_goal_through_nav_node_over_dds(nav_node, commander) -> None:
+    # The same home, loaded here only to choose a far reachable goal and check the map.
+    world = EmbeddedWorld(CONFIG.sim_node)
+    world.reset(SCENE)
+    start = world.agent_pose()
+    reachable = world.reachable_positions()
+    goal = max(reachable, key=lambda p: (abs(p[0] - start.x) + abs(p[1] - start.z), p))
+    target = map_target(goal)
+    answer = Query.Response(status=Query.Response.ANSWERED, answered=True, goal=target, relation="moved")
+
+    assert commander.goToAnswer(answer, timeout_sec=DISCOVERY_TIMEOUT_S), nav_node.diagnosis()
+    wait_until_complete(commander, nav_node)
+
+    assert commander.getResult() is TaskResult.SUCCEEDED, (commander.getTaskError(), nav_node.diagnosis())
+    result = commander.getNavResult()
+    assert result.error_code == Navigate.Result.NONE and result.success
+    final = result.final_pose.pose.position
+    assert result.final_pose.header.frame_id == CONFIG.frames.map
+    assert math.hypot(final.x - target.point.x, final.y - target.point.y) <= R + 1e-6
+    assert result.steps > 0 and result.path_length > 3.0 and result.collisions == 0
+
+    plan = commander.getPath(timeout_sec=DISCOVERY_TIMEOUT_S)
+    assert plan is not None and plan.header.frame_id == CONFIG.frames.map
+    first, last = plan.poses[0].pose.position, plan.poses[-1].pose.position
+    start_map = thor_to_ros_point((start.x, 0.0, start.z))
+    assert (first.x, first.y) == pytest.approx(start_map[:2])
+    assert (last.x, last.y) == pytest.approx((final.x, final.y))
+
+    grid = wait_for_latched_map(commander, nav_node)
+    assert grid.header.frame_id == CONFIG.frames.map
+    assert sum(1 for v in grid.data if v == 0) == len(reachable)
+    assert nav_node.stop() == 0, nav_node.diagnosis()
+
+
+def wait_for_latched_map(commander: OvmanCommander, node: Process) -> OccupancyGrid:
+    received: list[OccupancyGrid] = []
+    subscription = commander.create_subscription(OccupancyGrid, MAP_TOPIC, received.append, LATCHED)
+    executor = rclpy.executors.SingleThreadedExecutor(context=commander.context)
+    executor.add_node(commander)
+    try:
+        deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
+        while not received and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+    finally:
+        executor.remove_node(commander)
+        executor.shutdown()
+        commander.destroy_subscription(subscription)
+    assert received, f"no latched {MAP_TOPIC} within {DISCOVERY_TIMEOUT_S} s; {node.diagnosis()}"
+    return received[-1]
+
+
+def test_nav_node_drives_sim_node_over_dds_to_a_goal(ros_env, tmp_path, commander) -> None:
+    sim = Process(
+        [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args", "-p", f"node.scene:={SCENE}"], tmp_path / "sim.log"
+    )
+    # No scene: nav_node drives sim_node's world through its act service.
+    nav = Process([sys.executable, "-m", "ovman_nav.nav_node"], tmp_path / "nav.log")
+    try:
+        world = EmbeddedWorld(CONFIG.sim_node)
+        world.reset(SCENE)
+        start = world.agent_pose()
+        goal = max(world.reachable_positions(), key=lambda p: (abs(p[0] - start.x) + abs(p[1] - start.z), p))
+        target = map_target(goal)
+        assert commander.goToPoint(target, timeout_sec=DISCOVERY_TIMEOUT_S), nav.diagnosis()
+        wait_until_complete(commander, nav)
+        result = commander.getNavResult()
+        assert commander.getResult() is TaskResult.SUCCEEDED, (
+            commander.getTaskError(),
+            nav.diagnosis(),
+            sim.diagnosis(),
+        )
+        final = result.final_pose.pose.position
+        assert math.hypot(final.x - target.point.x, final.y - target.point.y) <= R + 1e-6
+        assert result.collisions == 0 and result.path_length > 3.0
+        assert nav.stop() == 0, nav.diagnosis()
+    finally:
+        nav.stop()
+        sim.stop()
+
+
+def test_bad_and_unreachable_goals_fail_with_their_error_codes(nav_node, commander) -> None:
+    wrong_frame = map_target((2.0, 2.0))
+    wrong_frame.header.frame_id = "odom"
+    assert commander.goToPoint(wrong_frame, timeout_sec=DISCOVERY_TIMEOUT_S), nav_node.diagnosis()
+    wait_until_complete(commander, nav_node)
+    assert commander.getResult() is TaskResult.FAILED
+    assert commander.getTaskError()[0] == Navigate.Result.INVALID_GOAL
+
+    assert commander.goToPoint(map_target((500.0, 500.0)), timeout_sec=DISCOVERY_TIMEOUT_S)
+    wait_until_complete(commander, nav_node)
+    assert commander.getResult() is TaskResult.FAILED
+    code, message = commander.getTaskError()
+    assert code == Navigate.Result.UNREACHABLE, message
+    assert commander.getNavResult().steps == 0
+
+
+def test_query_reaches_the_query_service_in_another_process(ros_env, tmp_path, commander) -> None:
+    server = Process([sys.executable, str(ECHO_SERVER), QUERY_SERVICE, "/ovman_test/unused"], tmp_path / "echo.log")
+    try:
+        response = commander.query("where was the vase?", arm="two_visit", timeout_sec=DISCOVERY_TIMEOUT_S)
+        assert response is not None, server.diagnosis()
+        # The echo server answers with the text length as goal x and echoes the arm.
+        assert response.answered and response.goal.point.x == len("where was the vase?")
+        assert response.explanation == "echo:where was the vase?|two_visit"
+    finally:
+        server.stop()
+
+
+# --- message conversions of nav_node (no graph) ------------------------------------------------
+
+
+def navigate_goal(x: float, y: float, frame: str = "map", **fields) -> Navigate.Goal:
+    return Navigate.Goal(target=PointStamped(header=Header(frame_id=frame), point=Point(x=x, y=y)), **fields)
+
+
+def test_goal_region_in_map_becomes_the_world_footprint() -> None:
+    goal = navigate_goal(3.0, -1.0, has_region=True, region_min=Point(x=2.5, y=-1.5), region_max=Point(x=3.5, y=-0.25))
+    target = goal_target(goal, "map")
+    # map (x, y) -> world (x = -y, z = x)
+    assert target.point == pytest.approx((1.0, 3.0))
+    r = target.region
+    assert (r.x_min, r.x_max, r.z_min, r.z_max) == pytest.approx((0.25, 1.5, 2.5, 3.5))
+
+
+def test_unusable_goals_map_to_no_target_and_invalid_goal() -> None:
+    cases = [
+        (navigate_goal(1.0, 1.0, frame=""), NavError.NO_TARGET),
+        (navigate_goal(math.nan, 1.0), NavError.NO_TARGET),
+        (navigate_goal(1.0, 1.0, frame="odom"), NavError.INVALID_GOAL),
+        (
+            navigate_goal(1.0, 1.0, has_region=True, region_min=Point(x=2.0), region_max=Point(x=1.0)),
+            NavError.INVALID_GOAL,
+        ),
+    ]
+    for goal, code in cases:
+        with pytest.raises(GoalError) as caught:
+            goal_target(goal, "map")
+        assert caught.value.code is code
+    with pytest.raises(GoalError) as caught:
+        goal_settings(navigate_goal(1.0, 1.0, success_radius=-1.0), NavSettings.from_config(CONFIG))
+    assert caught.value.code is NavError.INVALID_GOAL
+
+
+def test_goal_overrides_and_defaults_of_radius_and_step_budget() -> None:
+    defaults = NavSettings.from_config(CONFIG)
+    assert goal_settings(navigate_goal(0.0, 0.0), defaults) == defaults
+    custom = goal_settings(navigate_goal(0.0, 0.0, success_radius=0.5, max_steps=7), defaults)
+    assert (custom.success_radius, custom.max_steps) == (0.5, 7)
+
+
+def test_target_update_carries_the_region_along() -> None:
+    target = NavTarget(point=(1.0, 3.0), region=Footprint(0.5, 2.5, 1.5, 3.5))
+    moved = moved_target(target, PointStamped(header=Header(frame_id="map"), point=Point(x=5.0, y=-2.0)))
+    assert moved.point == pytest.approx((2.0, 5.0))
+    r = moved.region
+    assert (r.x_min, r.z_min, r.x_max, r.z_max) == pytest.approx((1.5, 4.5, 2.5, 5.5))
+
+
+def test_plan_path_poses_face_along_the_path_in_map() -> None:
+    path = path_message([(0.0, 0.0), (0.0, 0.25), (0.25, 0.25)], Header(frame_id="map"))
+    positions = [c for p in path.poses for c in (p.pose.position.x, p.pose.position.y)]
+    assert positions == pytest.approx([0.0, 0.0, 0.25, 0.0, 0.25, -0.25])
+    yaws = [2.0 * math.atan2(p.pose.orientation.z, p.pose.orientation.w) for p in path.poses]
+    # World +z is map +x (yaw 0); world +x is map -y (yaw -pi/2); the last pose keeps its heading.
+    assert yaws == pytest.approx([0.0, -math.pi / 2, -math.pi / 2])

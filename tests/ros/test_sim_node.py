@@ -1,0 +1,286 @@
+"""sim_node over a real DDS graph: it runs in a subprocess (``python -m ovman_sim.sim_node``) and
+this process subscribes to its bundle, its latched /map and /tf_static, and calls its services.
+
+Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+try:
+    import rclpy
+    from geometry_msgs.msg import PoseStamped
+    from nav_msgs.msg import OccupancyGrid, Odometry
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_msgs.msg import String
+    from tf2_msgs.msg import TFMessage
+
+    from ovman_interfaces.srv import Act, LoadVisit, PlayTour
+    from ovman_sim.messages import image_array, stamp_of
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
+    ) from error
+
+from ovman_core.camera import Intrinsics
+from ovman_core.config import load_config
+from ovman_sim import bundle
+from ovman_sim.recording import read_visit
+
+pytestmark = pytest.mark.ros
+
+CONFIG = load_config()
+SCENE = "embedded-3"
+# The node starts a numba-compiled renderer and discovery has multi-second tails (notes): be generous.
+START_TIMEOUT_S = 60.0
+CALL_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+SERVICES = {"load_visit": LoadVisit, "act": Act, "play_tour": PlayTour}
+BUNDLE_TOPICS = {
+    bundle.RGB_TOPIC: Image,
+    bundle.DEPTH_TOPIC: Image,
+    bundle.INSTANCES_TOPIC: Image,
+    bundle.INSTANCE_LABELS_TOPIC: String,
+    bundle.CAMERA_INFO_TOPIC: CameraInfo,
+    bundle.CAMERA_POSE_TOPIC: PoseStamped,
+    bundle.ODOM_TOPIC: Odometry,
+    bundle.GROUND_TRUTH_TOPIC: String,
+    bundle.TF_TOPIC: TFMessage,
+    bundle.CLOCK_TOPIC: Clock,
+}
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+FRAMES_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class SimNodeProcess:
+    """The sim_node subprocess and its combined stdout/stderr log."""
+
+    def __init__(self, process: subprocess.Popen, log_path: Path) -> None:
+        self.process = process
+        self.log_path = log_path
+
+    def diagnosis(self) -> str:
+        code = self.process.poll()
+        state = "still running" if code is None else f"exited with code {code}"
+        return f"sim_node {state}; its output:\n{self.log_path.read_text(errors='replace')}"
+
+    def stop(self) -> int:
+        """SIGINT (a clean exit), then SIGTERM, then SIGKILL; returns the exit code."""
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                if self.process.poll() is not None:
+                    break
+                self.process.send_signal(sig)
+                try:
+                    self.process.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    continue
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+@pytest.fixture
+def sim_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[SimNodeProcess]:
+    """sim_node with the embedded scene loaded, short tours and no playback pauses."""
+    log_path = tmp_path / "sim_node.log"
+    parameters = [f"node.scene:={SCENE}", "tour.max_waypoints:=2", "node.play_period_s:=0.0"]
+    command = [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args"]
+    for parameter in parameters:
+        command += ["-p", parameter]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
+    node = SimNodeProcess(process, log_path)
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+class Probe:
+    """A node in this process that records every message of the bundle topics by stamp."""
+
+    def __init__(self, context: Any, server: SimNodeProcess) -> None:
+        self.server = server
+        self.node = rclpy.create_node("sim_node_probe", context=context)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.by_stamp: dict[int, dict[str, Any]] = defaultdict(dict)
+        self.latched: dict[str, Any] = {}
+        self.count: dict[str, int] = defaultdict(int)
+        for topic, kind in BUNDLE_TOPICS.items():
+            self.node.create_subscription(kind, topic, self._recorder(topic), FRAMES_QOS)
+        for topic, kind in ((bundle.MAP_TOPIC, OccupancyGrid), (bundle.TF_STATIC_TOPIC, TFMessage)):
+            self.node.create_subscription(kind, topic, self._latch(topic), LATCHED)
+        self.clients = {name: self.node.create_client(kind, f"/sim_node/{name}") for name, kind in SERVICES.items()}
+
+    def _recorder(self, topic: str) -> Callable[[Any], None]:
+        def record(message: Any) -> None:
+            self.count[topic] += 1
+            self.by_stamp[message_stamp(topic, message)][topic] = message
+
+        return record
+
+    def _latch(self, topic: str) -> Callable[[Any], None]:
+        def keep(message: Any) -> None:
+            self.latched[topic] = message
+
+        return keep
+
+    def complete_stamps(self) -> list[int]:
+        """Stamps for which every bundle topic has arrived, oldest first."""
+        return sorted(s for s, got in self.by_stamp.items() if len(got) == len(BUNDLE_TOPICS))
+
+    def spin_until(self, condition: Callable[[], bool], what: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"{what} within {timeout} s; {self.server.diagnosis()}"
+            assert self.server.process.poll() is None, f"{what}: {self.server.diagnosis()}"
+            self.executor.spin_once(timeout_sec=0.1)
+
+    def call(self, name: str, request: Any) -> Any:
+        future = self.clients[name].call_async(request)
+        self.spin_until(future.done, f"{name} answered", CALL_TIMEOUT_S)
+        return future.result()
+
+    def close(self) -> None:
+        self.executor.remove_node(self.node)
+        self.executor.shutdown()
+        self.node.destroy_node()
+
+
+def message_stamp(topic: str, message: Any) -> int:
+    if topic == bundle.TF_TOPIC:
+        (stamp,) = {stamp_of(t.header) for t in message.transforms}
+        return stamp
+    if topic == bundle.CLOCK_TOPIC:
+        return message.clock.sec * 1_000_000_000 + message.clock.nanosec
+    if isinstance(message, String):  # the JSON tables carry the stamp of their frame
+        return int(json.loads(message.data)["stamp_ns"])
+    return stamp_of(message.header)
+
+
+@pytest.fixture
+def probe(rclpy_context: Any, sim_node: SimNodeProcess) -> Iterator[Probe]:
+    probe = Probe(rclpy_context, sim_node)
+    try:
+        probe.spin_until(
+            lambda: all(c.service_is_ready() for c in probe.clients.values()), "sim_node services", START_TIMEOUT_S
+        )
+        yield probe
+    finally:
+        probe.close()
+
+
+def test_sim_node_publishes_a_full_bundle_with_one_stamp_and_the_latched_map_and_acts(probe: Probe, sim_node):
+    # The frame of the loaded scene is held transient-local: it reaches this late subscriber.
+    probe.spin_until(
+        lambda: probe.complete_stamps() and {bundle.MAP_TOPIC, bundle.TF_STATIC_TOPIC} <= set(probe.latched),
+        "a complete bundle, /map and /tf_static",
+        START_TIMEOUT_S,
+    )
+    (stamp,) = probe.complete_stamps()
+    got = probe.by_stamp[stamp]
+    camera = CONFIG.sim_node.camera
+    intrinsics = Intrinsics.from_vertical_fov(camera.width, camera.height, camera.vertical_fov_deg)
+    rgb, depth, ids = (image_array(got[t]) for t in (bundle.RGB_TOPIC, bundle.DEPTH_TOPIC, bundle.INSTANCES_TOPIC))
+    assert rgb.shape == (camera.height, camera.width, 3) and rgb.dtype == np.uint8 and rgb.any()
+    assert depth.dtype == np.float32 and np.nanmin(depth) > 0.0
+    assert ids.dtype == np.int32
+    labels = json.loads(got[bundle.INSTANCE_LABELS_TOPIC].data)["labels"]
+    assert set(np.unique(ids)) - {0} <= {int(k) for k in labels}
+    assert list(got[bundle.CAMERA_INFO_TOPIC].k) == list(intrinsics.matrix.ravel())
+    frames = CONFIG.frames
+    assert {t.child_frame_id: t.header.frame_id for t in got[bundle.TF_TOPIC].transforms} == {
+        frames.base: frames.odom,
+        frames.camera: frames.base,
+    }
+    assert {t.child_frame_id: t.header.frame_id for t in probe.latched[bundle.TF_STATIC_TOPIC].transforms} == {
+        frames.odom: frames.map,
+        frames.optical: frames.camera,
+    }
+    assert got[bundle.ODOM_TOPIC].child_frame_id == frames.base
+    grid = probe.latched[bundle.MAP_TOPIC]
+    assert grid.header.frame_id == frames.map and grid.info.resolution == CONFIG.sim_node.world.grid_size
+    cells = np.asarray(grid.data, dtype=np.int8)
+    assert cells.size == grid.info.width * grid.info.height and (cells == 0).any() and (cells == 100).any()
+
+    # The action service moves the agent one grid step and publishes a newer bundle.
+    start = got[bundle.ODOM_TOPIC].pose.pose.position
+    for _ in range(4):
+        moved = probe.call("act", Act.Request(action="MoveAhead"))
+        if moved.success:
+            break
+        assert moved.collided, moved.message
+        assert probe.call("act", Act.Request(action="RotateRight")).success
+    assert moved.success, "MoveAhead was blocked in all four directions"
+    end = moved.pose.pose.position
+    assert np.hypot(end.x - start.x, end.y - start.y) == pytest.approx(CONFIG.sim_node.world.grid_size)
+    after = stamp_of(moved.pose.header)
+    probe.spin_until(lambda: after in probe.complete_stamps(), "the bundle after MoveAhead", CALL_TIMEOUT_S)
+    assert after > stamp
+    assert probe.by_stamp[after][bundle.ODOM_TOPIC].pose.pose.position.x == pytest.approx(end.x)
+
+    refused = probe.call("act", Act.Request(action="Jump"))
+    assert not refused.success and "unknown action 'Jump'" in refused.message
+    assert sim_node.stop() == 0, sim_node.diagnosis()
+
+
+def test_play_tour_publishes_every_frame_records_it_and_replays_the_recording(probe: Probe, sim_node, tmp_path):
+    probe.spin_until(lambda: probe.complete_stamps(), "the first bundle", START_TIMEOUT_S)
+    (loaded,) = probe.complete_stamps()
+    record = tmp_path / "visit1"
+    toured = probe.call("play_tour", PlayTour.Request(record_path=str(record), visit=1))
+    assert toured.success, toured.message
+    turns = CONFIG.sim_node.tour.turns_per_waypoint
+    assert toured.frames == 2 * turns  # tour.max_waypoints:=2
+    probe.spin_until(
+        lambda: len(probe.complete_stamps()) == 1 + toured.frames, "every bundle of the tour", CALL_TIMEOUT_S
+    )
+    live = probe.complete_stamps()[1:]
+    assert live[0] > loaded
+    recorded = list(read_visit(record))
+    assert len(recorded) == toured.frames
+    # What was recorded is what was published: same pixels, same labels, frame by frame.
+    for stamp, frame in zip(live, recorded, strict=True):
+        got = probe.by_stamp[stamp]
+        assert np.array_equal(image_array(got[bundle.RGB_TOPIC]), frame.observation.rgb)
+        assert np.array_equal(image_array(got[bundle.DEPTH_TOPIC]), frame.observation.depth, equal_nan=True)
+        assert json.loads(got[bundle.INSTANCE_LABELS_TOPIC].data)["step"] == frame.observation.step
+
+    loaded_recording = probe.call("load_visit", LoadVisit.Request(recording=str(record)))
+    assert loaded_recording.success and loaded_recording.frame_count == toured.frames, loaded_recording.message
+    refused = probe.call("act", Act.Request(action="MoveAhead"))
+    assert not refused.success and "no live world" in refused.message
+    replayed = probe.call("play_tour", PlayTour.Request())
+    assert replayed.success and replayed.frames == toured.frames, replayed.message
+    probe.spin_until(
+        lambda: len(probe.complete_stamps()) == 1 + 2 * toured.frames, "every bundle of the replay", CALL_TIMEOUT_S
+    )
+    again = probe.complete_stamps()[1 + toured.frames :]
+    assert again[0] > live[-1], "stamps keep increasing across visits"
+    for first, second in zip(live, again, strict=True):
+        assert np.array_equal(
+            image_array(probe.by_stamp[first][bundle.RGB_TOPIC]), image_array(probe.by_stamp[second][bundle.RGB_TOPIC])
+        )
+
+    missing = probe.call("load_visit", LoadVisit.Request(recording=str(tmp_path / "nowhere")))
+    assert not missing.success and "nowhere: no recording there" in missing.message

@@ -1,0 +1,127 @@
+"""The wire layout of a camera bundle: frame clock, REP 103/105 frame tree, CameraInfo, JSON tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from ovman_core.boxes import Box3
+from ovman_core.camera import Intrinsics
+from ovman_core.config import load_config
+from ovman_core.frames import THOR_TO_ROS, optical_axes_thor
+from ovman_core.world_state import AgentPose, ObjectState, WorldState
+from ovman_sim import bundle
+from ovman_sim.world import Observation
+
+FRAMES = load_config().frames
+INTRINSICS = Intrinsics.from_vertical_fov(8, 6, 90.0)
+
+
+def observation(pose: AgentPose, camera_height: float = 1.576, step: int = 0) -> Observation:
+    h, w = INTRINSICS.height, INTRINSICS.width
+    return Observation(
+        rgb=np.zeros((h, w, 3), np.uint8),
+        depth=np.ones((h, w), np.float32),
+        segments=np.zeros((h, w), np.int32),
+        segment_labels={4: "Vase"},
+        segment_instances={4: "Vase|2"},
+        pose=pose,
+        camera_position=(pose.x, camera_height, pose.z),
+        intrinsics=INTRINSICS,
+        step=step,
+    )
+
+
+def compose(transforms: list[bundle.Transform]) -> tuple[np.ndarray, Rotation]:
+    """Chain parent→child transforms: the pose of the last child in the first parent."""
+    t, r = np.zeros(3), Rotation.identity()
+    for tf in transforms:
+        t = t + r.apply(tf.translation)
+        r = r * Rotation.from_quat(tf.rotation)
+    return t, r
+
+
+def test_frame_clock_gives_one_step_dt_per_world_step_and_never_repeats_a_stamp():
+    clock = bundle.FrameClock(0.1)
+    # 2, 3, 3 (teleport: no step), 6, then a world reset back to step 0 (next visit).
+    stamps = [clock.stamp(s) for s in (2, 3, 3, 6, 0, 1)]
+    assert stamps == [200_000_000, 300_000_000, 400_000_000, 700_000_000, 800_000_000, 900_000_000]
+    assert clock.last_ns == 900_000_000
+    with pytest.raises(ValueError, match="step_dt must be positive"):
+        bundle.FrameClock(0.0)
+
+
+@pytest.mark.parametrize("yaw", [0.0, 90.0, 180.0, 270.0, 33.0])
+@pytest.mark.parametrize("horizon", [-30.0, 0.0, 30.0, 60.0])
+def test_tf_chain_ends_at_the_optical_pose_of_the_simulator_camera(yaw, horizon):
+    obs = observation(AgentPose(1.25, -2.5, yaw, horizon))
+    chain = bundle.static_transforms(FRAMES)[:1] + bundle.dynamic_transforms(obs, FRAMES)
+    chain += bundle.static_transforms(FRAMES)[1:]
+    assert [(t.parent, t.child) for t in chain] == [
+        (FRAMES.map, FRAMES.odom),
+        (FRAMES.odom, FRAMES.base),
+        (FRAMES.base, FRAMES.camera),
+        (FRAMES.camera, FRAMES.optical),
+    ]
+    t, r = compose(chain)
+    pose_t, pose_q = bundle.optical_pose(obs)
+    assert np.allclose(t, pose_t) and np.allclose(t, THOR_TO_ROS @ np.array(obs.camera_position))
+    assert np.allclose(r.as_matrix(), Rotation.from_quat(pose_q).as_matrix())
+    # Optical axes (x right, y down, z forward) in map are the simulator's camera axes in REP 103.
+    assert np.allclose(r.as_matrix(), THOR_TO_ROS @ optical_axes_thor(yaw, horizon), atol=1e-12)
+
+
+def test_base_link_lies_on_the_floor_under_the_camera_with_the_agent_yaw():
+    obs = observation(AgentPose(1.0, 2.0, 90.0, 30.0), camera_height=1.5)
+    (base_t, base_q), (mount_t, mount_q) = bundle.base_pose(obs), bundle.camera_mount(obs)
+    assert base_t == (2.0, -1.0, 0.0)  # map x = world z, map y = −world x, on the floor
+    # AI2-THOR yaw 90 (clockwise from above, facing +x) is −90 degrees about map z.
+    assert np.allclose(Rotation.from_quat(base_q).as_euler("ZYX", degrees=True), [-90.0, 0.0, 0.0])
+    assert mount_t == (0.0, 0.0, 1.5)
+    # Positive horizon looks down: camera_link's x axis tilts below the horizontal.
+    forward = Rotation.from_quat(mount_q).apply([1.0, 0.0, 0.0])
+    assert forward[2] == pytest.approx(-math.sin(math.radians(30.0)))
+
+
+def test_camera_info_fields_carry_k_from_the_intrinsics_and_no_distortion():
+    k = Intrinsics.from_vertical_fov(320, 240, 90.0)
+    fields = bundle.camera_info_fields(k)
+    assert (fields.width, fields.height, fields.distortion_model) == (320, 240, "plumb_bob")
+    assert np.array_equal(np.reshape(fields.k, (3, 3)), k.matrix)
+    assert fields.d == (0.0,) * 5
+    assert np.array_equal(np.reshape(fields.p, (3, 4))[:, :3], k.matrix)
+    assert bundle.intrinsics_from_camera_info(320, 240, fields.k) == k
+
+
+def test_label_and_ground_truth_tables_round_trip_exactly():
+    obs = observation(AgentPose(1.0 / 3.0, -0.1, 270.0, -30.0), step=12)
+    objects = WorldState.of(
+        [ObjectState("Vase|2", "Vase", (0.1, 0.2, 0.3), Box3((0.0, 0.1, 0.2), (0.2, 0.3, 0.4)), movable=True)]
+    )
+    assert bundle.parse_labels_json(bundle.labels_json(obs, 1_200_000_001)) == bundle.LabelTable(
+        1_200_000_001, 12, {4: "Vase"}
+    )
+    truth = bundle.parse_ground_truth_json(bundle.ground_truth_json(obs, objects, 5))
+    assert (truth.stamp_ns, truth.step, truth.pose, truth.camera_position) == (5, 12, obs.pose, obs.camera_position)
+    assert truth.segment_instances == {4: "Vase|2"} and truth.objects == objects
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"step": 1, "labels": {}}', "expected {'stamp_ns', 'step', 'labels'}"),
+    ],
+)
+def test_malformed_label_tables_are_rejected_with_the_reason(text, message):
+    with pytest.raises(bundle.BundleFormatError, match=message):
+        bundle.parse_labels_json(text)
+
+
+def test_a_ground_truth_record_missing_a_field_is_rejected_naming_it():
+    with pytest.raises(bundle.BundleFormatError, match="agent_pose"):
+        bundle.parse_ground_truth_json('{"step": 1}')
