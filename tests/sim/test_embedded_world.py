@@ -435,6 +435,14 @@ def test_mover_carries_the_instance_along_free_lattice_cells(sim):
     assert world.objects()[instance_id].position == here
 
 
+def test_stop_ends_the_episode_without_advancing_time_or_the_mover(sim):
+    world, instance_id, _ = mover_track(sim, seed=3, steps=1)
+    before = (world.objects()[instance_id].position, world.agent_pose(), world.observe().step)
+    for _ in range(2 * sim.mover.steps_per_move):
+        assert world.step(Action.STOP).success
+    assert (world.objects()[instance_id].position, world.agent_pose(), world.observe().step) == before
+
+
 def test_mover_is_deterministic_per_seed_and_seeds_differ(sim):
     _, _, a = mover_track(sim, seed=5)
     _, _, b = mover_track(sim, seed=5)

@@ -28,6 +28,7 @@ from ovman_core.config import SimConfig, load_config
 from ovman_core.frames import CAMERA_LINK_TO_OPTICAL, ros_to_thor_points, thor_to_ros_point, thor_yaw_to_ros
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_sim import thor
+from ovman_sim.conditions import degrade_low_light
 from ovman_sim.thor import (
     ThorBuildMissingError,
     ThorStartTimeoutError,
@@ -35,7 +36,6 @@ from ovman_sim.thor import (
     ThorWorld,
     check_thor_config,
     controller_arguments,
-    degrade_low_light,
     planar_depth,
     segments_from_instance_frame,
 )
@@ -318,11 +318,11 @@ def test_move_ahead_moves_one_grid_cell_and_reports_a_blocked_move_as_collided(w
     assert world.observe().step == 7
 
 
-def test_stop_sends_done_and_counts_a_step(world: ThorWorld, player: FakePlayer) -> None:
+def test_stop_sends_done_and_does_not_advance_time(world: ThorWorld, player: FakePlayer) -> None:
     mark = player.mark()
     assert world.step(Action.STOP).success
     assert player.names_since(mark) == ["Done"]
-    assert world.observe().step == 1
+    assert world.observe().step == 0
 
 
 def test_look_beyond_the_configured_horizon_fails_without_reaching_unity(world: ThorWorld, player: FakePlayer) -> None:

@@ -45,6 +45,7 @@ from ovman_core.camera import Intrinsics
 from ovman_core.config import SimConfig, load_config
 from ovman_core.frames import optical_axes_thor
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
+from ovman_sim.conditions import degrade_low_light
 from ovman_sim.floor_grid import FloorGrid, Occupancy
 from ovman_sim.homes import (
     CATEGORIES,
@@ -221,16 +222,13 @@ class EmbeddedWorld:
 
     def _low_light(self, rgb: np.ndarray, depth: np.ndarray, owner: np.ndarray):
         cond = self.config.conditions
-        invalid = ~(depth <= cond.low_light_visibility)  # NaN (nothing) or beyond the visibility
-        depth = np.where(invalid, np.float32(np.nan), depth).astype(np.float32)
-        owner = np.where(invalid, -1, owner)
         pose = self._pose
         key = stable_seed(round(pose.x, 3), round(pose.z, 3), round(pose.yaw_deg, 3), round(pose.horizon_deg, 3))
         rng = np.random.default_rng([self._condition_seed, self._step, key])
-        value = rgb.astype(np.float32) * cond.low_light_gain
-        value[invalid] = 0.0
-        value += rng.normal(0.0, cond.low_light_noise_std, size=value.shape).astype(np.float32)
-        return np.clip(np.rint(value), 0, 255).astype(np.uint8), depth, owner
+        rgb, depth, visible = degrade_low_light(
+            rgb, depth, cond.low_light_gain, cond.low_light_noise_std, cond.low_light_visibility, rng
+        )
+        return rgb, depth, np.where(visible, owner, -1)
 
     # ------------------------------------------------------------------ protocol: acting
 
@@ -264,8 +262,8 @@ class EmbeddedWorld:
                     f"{action.value}: horizon {horizon:g} is outside "
                     f"[{world.horizon_min_deg:g}, {world.horizon_max_deg:g}]",
                 )
-        else:
-            result = ActionResult(True)
+        else:  # Stop ends the episode at this moment: time and the mover do not advance.
+            return ActionResult(True)
         self._step += 1
         self._tick_mover()
         return result

@@ -52,6 +52,7 @@ from ovman_core.boxes import Box3, Vec2, Vec3
 from ovman_core.camera import Intrinsics
 from ovman_core.config import SimConfig
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
+from ovman_sim.conditions import degrade_low_light
 from ovman_sim.world import (
     Action,
     ActionResult,
@@ -433,30 +434,6 @@ def segments_from_instance_frame(
     return lookup[inverse].reshape(keys.shape), labels, owners
 
 
-def degrade_low_light(
-    rgb: np.ndarray,
-    depth: np.ndarray,
-    gain: float,
-    noise_std: float,
-    visibility: float,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The low-light condition as post-processing, with the embedded world's semantics.
-
-    Pixels farther than ``visibility`` metres (or without depth) go black and invalid (depth NaN);
-    the rest is dimmed by ``gain``; then Gaussian noise of ``noise_std`` (0-255 units) is added.
-    Pure: ``rgb`` uint8 H×W×3 and ``depth`` float32 H×W planar metres are not modified.
-    Returns (rgb, depth, visible) with ``visible`` the bool H×W mask of pixels still valid.
-    """
-    with np.errstate(invalid="ignore"):
-        visible = np.asarray(depth) <= visibility
-    value = rgb.astype(np.float32) * gain
-    value[~visible] = 0.0
-    value += rng.normal(0.0, noise_std, size=value.shape).astype(np.float32)
-    limited = np.where(visible, depth, np.float32(np.nan)).astype(np.float32)
-    return np.clip(np.rint(value), 0, 255).astype(np.uint8), limited, visible
-
-
 # --------------------------------------------------------------------------- the world
 
 
@@ -650,8 +627,8 @@ class ThorWorld:
             result = self._result(self._do(action.value, degrees=world.rotate_step_deg), action)
         elif action is Action.MOVE_AHEAD:
             result = self._result(self._do("MoveAhead", moveMagnitude=world.grid_size), action)
-        else:
-            result = self._result(self._do("Done"), action)
+        else:  # Stop ends the episode at this moment: time and the mover do not advance.
+            return self._result(self._do("Done"), action)
         self._steps += 1
         if self._mover is not None and self._steps % self._sim.mover.steps_per_move == 0:
             self._hop()

@@ -119,7 +119,10 @@ class World(Protocol):
         """Render the current camera bundle (does not advance time)."""
 
     def step(self, action: Action) -> ActionResult:
-        """Execute one primitive action; advances the step counter and the mover by one tick."""
+        """Execute one primitive action; advances the step counter and the mover by one tick.
+
+        Stop is the exception: it ends the episode at this moment (t_stop) and advances nothing,
+        so the answer of a moving target is taken where the agent decided to stop."""
 
     def teleport(self, pose: AgentPose) -> ActionResult:
         """Place the agent at a reachable pose (fails without moving it otherwise)."""
