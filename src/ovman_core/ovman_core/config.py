@@ -224,11 +224,35 @@ class EncoderConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class MappingNodeParams:
+    """mapping_node's ROS side: subscription depth, synchroniser bound, visit control (seconds)."""
+
+    qos_depth: int
+    sync_max_pending: int
+    start_visit: int
+    finish_timeout_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class MapMarkersConfig:
+    """RViz markers of the per-visit maps: opacity and colours in [0, 1], text sizes in metres."""
+
+    box_alpha: float
+    text_height: float
+    text_offset: float
+    visit1_rgb: list[float]
+    visit2_rgb: list[float]
+    moving_rgb: list[float]
+
+
+@dataclasses.dataclass(frozen=True)
 class MappingConfig:
     """Parameters of ``mapping_node``."""
 
     mapping: MappingParams
     encoder: EncoderConfig
+    node: MappingNodeParams
+    markers: MapMarkersConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,6 +284,17 @@ class AssociationConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class AnswerMarkersConfig:
+    """RViz marker of the latest answer: colour and opacity in [0, 1], sizes in metres."""
+
+    rgb: list[float]
+    alpha: float
+    disc_height: float
+    text_height: float
+    text_offset: float
+
+
+@dataclasses.dataclass(frozen=True)
 class QueryConfig:
     """Parameters of ``query_node``."""
 
@@ -267,6 +302,7 @@ class QueryConfig:
     grounding: GroundingConfig
     association: AssociationConfig
     seed: int
+    markers: AnswerMarkersConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,11 +330,16 @@ class NavConfig:
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkParams:
-    """Benchmark run: arms, seeds, worker processes."""
+    """Benchmark run: arms, seeds, worker processes, moving-target tracking (m), the default dataset."""
 
     arms: list[str]
     seeds: list[int]
     workers: int
+    track_gate: float
+    default_scenes: int
+    default_per_relation: int
+    default_seed: int
+    encoder_threads: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,12 +364,24 @@ class DiagnosticsParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class BenchmarkNodeParams:
+    """benchmark_node's ROS side and ``ovman launch``: waits on the graph, in seconds."""
+
+    start_timeout_s: float
+    call_timeout_s: float
+    navigate_timeout_s: float
+    message_timeout_s: float
+    shutdown_timeout_s: float
+
+
+@dataclasses.dataclass(frozen=True)
 class BenchmarkConfig:
     """Parameters of ``benchmark_node``."""
 
     benchmark: BenchmarkParams
     generation: GenerationParams
     diagnostics: DiagnosticsParams
+    node: BenchmarkNodeParams
 
 
 @dataclasses.dataclass(frozen=True)

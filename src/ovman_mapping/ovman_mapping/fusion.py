@@ -1,0 +1,590 @@
+"""Per-visit map building: fuse the segments of a visit's frames into 3D instances.
+
+Fusion uses **geometry and features only**; ground-truth instance ids are never read. Frame by
+frame, each segment joins the instance it matches (Hungarian assignment per frame, so two segments
+of one frame never join the same instance) or starts a new one. A segment matches an instance when
+
+- their features agree: ``(1 − w)·cos(label distributions) + w·BC(colour histograms) ≥
+  mapping.merge_feature_similarity`` with ``w = mapping.colour_weight``; label distributions are
+  the segmenter's labels weighted by pixels, BC is the Bhattacharyya coefficient; and
+- their geometry agrees: boxes at most ``mapping.merge_distance`` apart, and either at least
+  ``mapping.merge_overlap`` of the segment's occupancy voxels (edge ``mapping.overlap_voxel_size``)
+  are already occupied by the instance or one box centre lies inside the other box.
+
+After the last frame:
+
+1. fragments that never shared a frame and satisfy the same test are merged;
+2. free-space evidence is read from every frame: an instance is *vacated* when, after its last
+   sighting, a frame sees most (``mapping.vacancy_fraction``) of its visible points empty, and has
+   *arrived* when a frame before its first sighting saw its place empty. A point is seen empty when
+   the observed depth lies more than ``mapping.vacancy_margin`` behind it, or when its pixel belongs
+   to no segment of the instance's label; points hidden behind something nearer do not count.
+   Only frames in which the instance would cover ``mapping.vacancy_min_pixels`` judge it, and none
+   that shows its label inside the image rectangle of its box at the box's depth;
+3. a vacated fragment is linked to the earliest later fragment with matching features that has
+   arrived or was itself vacated: one track of a moving object, whose geometry is that of its
+   latest fragment. The motion attribute marks tracks whose sightings lie at least
+   ``mapping.motion_distance`` apart and vacated instances with no continuation (seen gone).
+
+The instance features (encoder space) are computed once, after fusion, from the label
+distributions and the best views.
+
+World frame: AI2-THOR's (metres, y up). Every frame's map state is kept (``InstanceMap.history``)
+for temporal-stability diagnostics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from ovman_core.boxes import Vec3
+from ovman_core.camera import Intrinsics
+from ovman_core.config import MappingConfig
+from ovman_core.frames import optical_axes_thor
+from ovman_mapping.backprojection import SegmentObservation, segment_frame, voxel_codes
+from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, padded_crop
+from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting, box_of, fuse_points
+
+if TYPE_CHECKING:
+    from ovman_sim.world import Observation
+
+INFEASIBLE = 1.0e6
+"""Assignment cost of a forbidden pairing (dropped after the Hungarian solve)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frame:
+    """What later passes need of a frame: image, depth and the camera (world frame)."""
+
+    index: int
+    step: int
+    rgb: np.ndarray
+    depth: np.ndarray | None
+    segments: np.ndarray
+    labels: Mapping[int, str]
+    intrinsics: Intrinsics
+    camera_position: np.ndarray
+    axes: np.ndarray
+
+
+@dataclasses.dataclass
+class _Track:
+    """A working instance during fusion."""
+
+    uid: str
+    sightings: list[SegmentObservation]
+    labels: dict[str, int]
+    colour_sum: np.ndarray
+    pixels: int
+    lo: np.ndarray
+    hi: np.ndarray
+    codes: set[int]
+    frames: set[int]
+    fragments: list[_Track] = dataclasses.field(default_factory=list)
+    evidence: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def first_step(self) -> int:
+        return self.sightings[0].step
+
+    @property
+    def last_step(self) -> int:
+        return self.sightings[-1].step
+
+    @property
+    def colour(self) -> np.ndarray:
+        return self.colour_sum / self.pixels
+
+    @property
+    def centre(self) -> np.ndarray:
+        return (self.lo + self.hi) / 2.0
+
+
+def label_cosines(a: list[dict[str, int]], b: list[dict[str, int]]) -> np.ndarray:
+    """(A, B) cosine similarities of label distributions (label → pixels)."""
+    names = sorted({name for d in (*a, *b) for name in d})
+    index = {name: k for k, name in enumerate(names)}
+
+    def matrix(dists: list[dict[str, int]]) -> np.ndarray:
+        out = np.zeros((len(dists), len(names)))
+        for row, d in enumerate(dists):
+            for name, pixels in d.items():
+                out[row, index[name]] = pixels
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+    return matrix(a) @ matrix(b).T
+
+
+def bhattacharyya(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(A, B) Bhattacharyya coefficients of L1-normalised histograms (A, K) and (B, K): 1 = equal."""
+    return np.sqrt(a) @ np.sqrt(b).T
+
+
+def occupancy_codes(points: np.ndarray, voxel_size: float) -> set[int]:
+    """Codes of the voxels (edge ``voxel_size``, metres) holding ``points``."""
+    return set(voxel_codes(points, voxel_size).tolist())
+
+
+def _overlap(small: set[int], large: set[int]) -> float:
+    """Share of ``small``'s voxels that ``large`` occupies too."""
+    return len(small & large) / len(small) if small else 0.0
+
+
+def _nested(seg_lo: np.ndarray, seg_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(S, T) bool: the centre of one box lies inside the other."""
+    seg_c, trk_c = (seg_lo + seg_hi) / 2.0, (lo + hi) / 2.0
+    seg_in = np.all((seg_c[:, None, :] >= lo[None]) & (seg_c[:, None, :] <= hi[None]), axis=2)
+    trk_in = np.all((trk_c[None] >= seg_lo[:, None, :]) & (trk_c[None] <= seg_hi[:, None, :]), axis=2)
+    return seg_in | trk_in
+
+
+def _gaps(seg_lo: np.ndarray, seg_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(S, T) Euclidean gaps between boxes, metres (0 when they overlap)."""
+    d = np.maximum(np.maximum(lo[None] - seg_hi[:, None, :], seg_lo[:, None, :] - hi[None]), 0.0)
+    return np.sqrt((d * d).sum(axis=2))
+
+
+class MapBuilder:
+    """Builds the instance map of one visit, one frame at a time (see the module docstring)."""
+
+    def __init__(self, config: MappingConfig, encoder: FeatureEncoder, visit: int) -> None:
+        self.params = config.mapping
+        self.encoder_config = config.encoder
+        self.encoder = encoder
+        self.visit = visit
+        self._frames: list[_Frame] = []
+        self._tracks: list[_Track] = []
+        self._history: list[MapSnapshot] = []
+        self._next_uid = 0
+
+    def add(self, observation: Observation) -> int:
+        """Fuse one frame; returns how many of its segments were usable."""
+        index = len(self._frames)
+        pose = observation.pose
+        frame = _Frame(
+            index=index,
+            step=int(observation.step),
+            rgb=observation.rgb,
+            depth=observation.depth,
+            segments=observation.segments,
+            labels=observation.segment_labels,
+            intrinsics=observation.intrinsics,
+            camera_position=np.asarray(observation.camera_position, dtype=float),
+            axes=optical_axes_thor(pose.yaw_deg, pose.horizon_deg),
+        )
+        self._frames.append(frame)
+        segments = segment_frame(
+            observation.rgb,
+            observation.depth,
+            observation.segments,
+            observation.segment_labels,
+            observation.intrinsics,
+            observation.camera_position,
+            pose.yaw_deg,
+            pose.horizon_deg,
+            self.params,
+            self.encoder_config.colour_bins,
+            frame_index=index,
+            step=frame.step,
+        )
+        if segments:
+            self._assign(segments)
+        centres = ((np.array([t.lo for t in self._tracks]) + np.array([t.hi for t in self._tracks])) / 2.0).tolist()
+        positions = {t.uid: (c[0], c[1], c[2]) for t, c in zip(self._tracks, centres, strict=True)}
+        self._history.append(MapSnapshot(index, frame.step, positions))
+        return len(segments)
+
+    def _assign(self, segments: list[SegmentObservation]) -> None:
+        p = self.params
+        codes = [occupancy_codes(s.points, p.overlap_voxel_size) for s in segments]
+        matched: dict[int, _Track] = {}
+        if self._tracks:
+            seg_lo = np.array([s.points.min(axis=0) for s in segments])
+            seg_hi = np.array([s.points.max(axis=0) for s in segments])
+            lo = np.array([t.lo for t in self._tracks])
+            hi = np.array([t.hi for t in self._tracks])
+            gaps = _gaps(seg_lo, seg_hi, lo, hi)
+            similarity = self._similarity(
+                [{s.label: s.pixel_count} for s in segments],
+                np.array([s.colour for s in segments]),
+                [t.labels for t in self._tracks],
+                np.array([t.colour for t in self._tracks]),
+            )
+            candidate = (gaps <= p.merge_distance) & (similarity >= p.merge_feature_similarity)
+            overlap = np.zeros_like(gaps)
+            for i, j in zip(*np.nonzero(candidate), strict=True):
+                overlap[i, j] = _overlap(codes[i], self._tracks[j].codes)
+            feasible = candidate & ((overlap >= p.merge_overlap) | _nested(seg_lo, seg_hi, lo, hi))
+            cost = np.where(feasible, (1.0 - similarity) + (1.0 - overlap) + gaps / p.merge_distance, INFEASIBLE)
+            rows, cols = linear_sum_assignment(cost)
+            matched = {int(r): self._tracks[int(c)] for r, c in zip(rows, cols, strict=True) if feasible[r, c]}
+        for i, segment in enumerate(segments):
+            if i in matched:
+                self._extend(matched[i], segment, codes[i])
+            else:
+                self._tracks.append(self._new_track(segment, codes[i]))
+
+    def _similarity(
+        self,
+        labels_a: list[dict[str, int]],
+        colours_a: np.ndarray,
+        labels_b: list[dict[str, int]],
+        colours_b: np.ndarray,
+    ) -> np.ndarray:
+        """(A, B) feature similarity in [0, 1]: label cosine mixed with the colour Bhattacharyya coefficient."""
+        w = self.params.colour_weight
+        return (1.0 - w) * label_cosines(labels_a, labels_b) + w * bhattacharyya(colours_a, colours_b)
+
+    def _new_track(self, segment: SegmentObservation, codes: set[int]) -> _Track:
+        uid = f"w{self._next_uid}"
+        self._next_uid += 1
+        return _Track(
+            uid=uid,
+            sightings=[segment],
+            labels={segment.label: segment.pixel_count},
+            colour_sum=segment.colour * segment.pixel_count,
+            pixels=segment.pixel_count,
+            lo=segment.points.min(axis=0),
+            hi=segment.points.max(axis=0),
+            codes=codes,
+            frames={segment.frame_index},
+        )
+
+    @staticmethod
+    def _extend(track: _Track, segment: SegmentObservation, codes: set[int]) -> None:
+        track.sightings.append(segment)
+        track.labels[segment.label] = track.labels.get(segment.label, 0) + segment.pixel_count
+        track.colour_sum = track.colour_sum + segment.colour * segment.pixel_count
+        track.pixels += segment.pixel_count
+        track.lo = np.minimum(track.lo, segment.points.min(axis=0))
+        track.hi = np.maximum(track.hi, segment.points.max(axis=0))
+        track.codes |= codes
+        track.frames.add(segment.frame_index)
+
+    @staticmethod
+    def _absorb(into: _Track, other: _Track) -> None:
+        into.sightings = sorted(into.sightings + other.sightings, key=lambda s: (s.step, s.frame_index))
+        for name, pixels in other.labels.items():
+            into.labels[name] = into.labels.get(name, 0) + pixels
+        into.colour_sum = into.colour_sum + other.colour_sum
+        into.pixels += other.pixels
+        into.lo = np.minimum(into.lo, other.lo)
+        into.hi = np.maximum(into.hi, other.hi)
+        into.codes |= other.codes
+        into.frames |= other.frames
+
+    # -- after the last frame ------------------------------------------------------------------
+
+    def build(self) -> InstanceMap:
+        """The visit's map: merge fragments, read free-space evidence, link moving tracks, encode."""
+        aliases = {t.uid: t.uid for t in self._tracks}
+        fragments = self._merge_fragments(list(self._tracks), aliases)
+        vacated, arrived = self._free_space_evidence(fragments)
+        tracks = self._link_moving(fragments, vacated, arrived, aliases)
+        tracks.sort(key=lambda t: (t.first_step, t.sightings[0].frame_index, t.uid))
+        final = {t.uid: f"v{self.visit}:{n}" for n, t in enumerate(tracks)}
+        instances = self._instances(tracks, final, vacated)
+        resolved = {}
+        for uid, target in aliases.items():
+            while aliases[target] != target:
+                target = aliases[target]
+            if target in final:
+                resolved[uid] = final[target]
+        return InstanceMap(
+            visit=self.visit,
+            instances=tuple(instances),
+            encoder=self.encoder.description,
+            frames=len(self._frames),
+            history=tuple(self._history),
+            aliases=resolved,
+        )
+
+    def _merge_fragments(self, tracks: list[_Track], aliases: dict[str, str]) -> list[_Track]:
+        """Merge pairs that never shared a frame and pass the segment-to-instance test."""
+        p = self.params
+        while len(tracks) > 1:
+            lo = np.array([t.lo for t in tracks])
+            hi = np.array([t.hi for t in tracks])
+            labels = [t.labels for t in tracks]
+            colours = np.array([t.colour for t in tracks])
+            similarity = self._similarity(labels, colours, labels, colours)
+            gaps = _gaps(lo, hi, lo, hi)
+            candidate = (gaps <= p.merge_distance) & (similarity >= p.merge_feature_similarity)
+            np.fill_diagonal(candidate, False)
+            nested = _nested(lo, hi, lo, hi)
+            best: tuple[float, int, int] | None = None
+            for i, j in zip(*np.nonzero(np.triu(candidate)), strict=True):
+                a, b = tracks[i], tracks[j]
+                if a.frames & b.frames:
+                    continue
+                small, large = (a, b) if len(a.codes) <= len(b.codes) else (b, a)
+                overlap = _overlap(small.codes, large.codes)
+                if overlap < p.merge_overlap and not nested[i, j]:
+                    continue
+                score = float(similarity[i, j] + overlap)
+                if best is None or score > best[0]:
+                    best = (score, int(i), int(j))
+            if best is None:
+                break
+            _, i, j = best
+            self._absorb(tracks[i], tracks[j])
+            aliases[tracks[j].uid] = tracks[i].uid
+            del tracks[j]
+        return tracks
+
+    def _check_points(self, track: _Track) -> np.ndarray:
+        points = np.concatenate([s.points for s in track.sightings])
+        k = self.params.vacancy_check_points
+        if len(points) > k:
+            points = points[np.linspace(0, len(points) - 1, k).round().astype(int)]
+        return points
+
+    def _free_space_evidence(self, tracks: list[_Track]) -> tuple[dict[str, int], dict[str, int]]:
+        """Per track uid: the first step after its last sighting at which its place was seen empty
+        (vacated), and the last step before its first sighting at which it was (arrived)."""
+        p = self.params
+        vacated: dict[str, int] = {}
+        arrived: dict[str, int] = {}
+        if not tracks:
+            return vacated, arrived
+        clouds = [self._check_points(t) for t in tracks]
+        points = np.concatenate(clouds)
+        owner = np.repeat(np.arange(len(tracks)), [len(c) for c in clouds])
+        # Projected area (px, times z²/(fx·fy)) of each instance: the largest face of its box.
+        extent = np.array([t.hi - t.lo for t in tracks])
+        face = np.max(extent * np.roll(extent, 1, axis=1), axis=1)
+        codes: dict[str, int] = {}
+        owner_label = np.array([codes.setdefault(_majority(t.labels), len(codes)) for t in tracks])[owner]
+        # Small instances have few points: all of them visible is then enough evidence.
+        needed = np.minimum(p.vacancy_min_points, [len(c) for c in clouds])
+        for frame in self._frames:
+            if frame.depth is None:
+                continue
+            k = frame.intrinsics
+            optical = (points - frame.camera_position) @ frame.axes
+            z = optical[:, 2]
+            in_front = (z > 0.0) & (z <= p.max_depth)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                u = np.rint(k.fx * optical[:, 0] / z + k.cx)
+                v = np.rint(k.fy * optical[:, 1] / z + k.cy)
+            inside = in_front & (u >= 0) & (u < k.width) & (v >= 0) & (v < k.height)
+            if not inside.any():
+                continue
+            rows, cols = v[inside].astype(int), u[inside].astype(int)
+            observed = np.full(len(points), np.nan)
+            observed[inside] = frame.depth[rows, cols]
+            # The label the segmenter gave each pixel (-1: no segment or another label).
+            seen_label = np.full(len(points), -1)
+            table = _label_codes(frame.labels, codes)
+            seen_label[inside] = table[np.clip(np.asarray(frame.segments)[rows, cols], 0, len(table) - 1)]
+            with np.errstate(invalid="ignore"):
+                # Points hidden behind something nearer say nothing. A visible point is seen empty
+                # when the view passes behind it, or meets it on something the segmenter calls
+                # otherwise (a thin object leaves almost no depth step on the surface below it).
+                valid = inside & np.isfinite(observed) & (observed > 0.0) & (observed >= z - p.vacancy_margin)
+                through = valid & ((observed > z + p.vacancy_margin) | (seen_label != owner_label))
+            n_valid = np.bincount(owner[valid], minlength=len(tracks))
+            n_through = np.bincount(owner[through], minlength=len(tracks))
+            # Only judge an instance where it would have been large in the image, had it been there.
+            depth_sum = np.bincount(owner[inside], weights=z[inside], minlength=len(tracks))
+            mean_depth = depth_sum / np.maximum(np.bincount(owner[inside], minlength=len(tracks)), 1)
+            area = k.fx * k.fy * face / np.maximum(mean_depth, 1e-6) ** 2
+            seen_empty = (
+                (n_valid >= needed)
+                & (n_through >= p.vacancy_fraction * np.maximum(n_valid, 1))
+                & (area >= p.vacancy_min_pixels)
+            )
+            for i in np.nonzero(seen_empty)[0]:
+                track = tracks[int(i)]
+                if frame.index in track.frames or _label_in_box_view(track, frame, self.params.vacancy_margin):
+                    continue
+                if frame.step > track.last_step and track.uid not in vacated:
+                    vacated[track.uid] = frame.step
+                if frame.step < track.first_step:
+                    arrived[track.uid] = frame.step
+        return vacated, arrived
+
+    def _link_moving(
+        self, tracks: list[_Track], vacated: dict[str, int], arrived: dict[str, int], aliases: dict[str, str]
+    ) -> list[_Track]:
+        """Chain vacated fragments to their continuation (see the module docstring)."""
+        p = self.params
+        ordered = sorted(tracks, key=lambda t: (t.first_step, t.uid))
+        successor: dict[str, _Track] = {}
+        taken: set[str] = set()
+        for a in ordered:
+            if a.uid not in vacated:
+                continue
+            candidates = [
+                b
+                for b in ordered
+                if b.uid not in taken
+                and b is not a
+                and b.first_step > a.last_step
+                and not (a.frames & b.frames)
+                and (b.uid in arrived or b.uid in vacated)
+            ]
+            if not candidates:
+                continue
+            similarity = self._similarity(
+                [a.labels], a.colour[None], [b.labels for b in candidates], np.array([b.colour for b in candidates])
+            )[0]
+            ok = [b for b, s in zip(candidates, similarity, strict=True) if s >= p.merge_feature_similarity]
+            if ok:
+                b = min(ok, key=lambda t: (t.first_step, t.uid))
+                successor[a.uid] = b
+                taken.add(b.uid)
+        heads = [t for t in ordered if t.uid not in taken]
+        out: list[_Track] = []
+        for head in heads:
+            chain = [head]
+            while chain[-1].uid in successor:
+                chain.append(successor[chain[-1].uid])
+            if len(chain) == 1:
+                out.append(head)
+                continue
+            track = _Track(
+                uid=head.uid,
+                sightings=[s for fragment in chain for s in fragment.sightings],
+                labels=_summed_labels(chain),
+                colour_sum=sum((f.colour_sum for f in chain), np.zeros_like(head.colour_sum)),
+                pixels=sum(f.pixels for f in chain),
+                lo=chain[-1].lo,
+                hi=chain[-1].hi,
+                codes=chain[-1].codes,
+                frames=set().union(*(f.frames for f in chain)),
+                fragments=chain,
+                evidence=[f"track of {len(chain)} fragments, each seen gone before the next was seen arrive"],
+            )
+            for fragment in chain[1:]:
+                aliases[fragment.uid] = head.uid
+            out.append(track)
+        return out
+
+    def _instances(self, tracks: list[_Track], final: dict[str, str], vacated: dict[str, int]) -> list[Instance]:
+        p = self.params
+        evidence_inputs: list[InstanceEvidence] = []
+        geometry = []
+        for track in tracks:
+            geometry_sightings = track.fragments[-1].sightings if track.fragments else track.sightings
+            points = fuse_points(
+                [s.points for s in geometry_sightings], p.voxel_size, p.outlier_neighbours, p.outlier_std_ratio
+            )
+            geometry.append(points)
+            label_pixels = track.labels
+            best = sorted(track.sightings, key=lambda s: (-s.pixel_count, s.frame_index))
+            views = [
+                padded_crop(self._frames[s.frame_index].rgb, s.crop, self.encoder_config.crop_padding)
+                for s in best[: self.encoder_config.views_per_instance]
+            ]
+            total = sum(label_pixels.values())
+            evidence_inputs.append(InstanceEvidence({k: v / total for k, v in sorted(label_pixels.items())}, views))
+        features = self.encoder.embed_instances(evidence_inputs) if tracks else np.zeros((0, 0))
+        instances = []
+        for n, track in enumerate(tracks):
+            points = geometry[n]
+            box = box_of(points)
+            sightings = tuple(
+                Sighting(s.frame_index, s.step, _box_centre(s.points), s.pixel_count) for s in track.sightings
+            )
+            evidence = []
+            if track.fragments:
+                spread = _spread(np.array([s.position for s in sightings]))
+                if spread >= p.motion_distance:
+                    evidence = [*track.evidence, f"sightings {spread:.2f} m apart"]
+            elif track.uid in vacated:
+                evidence = [f"seen gone from its place at step {vacated[track.uid]}"]
+            instances.append(
+                Instance(
+                    uid=final[track.uid],
+                    position=box.center,
+                    box=box,
+                    points=points,
+                    feature=features[n],
+                    colour=track.colour,
+                    labels=evidence_inputs[n].labels,
+                    sightings=sightings,
+                    moving=bool(evidence),
+                    motion_evidence="; ".join(evidence),
+                )
+            )
+        return instances
+
+
+def _box_centre(points: np.ndarray) -> Vec3:
+    c = (points.min(axis=0) + points.max(axis=0)) / 2.0
+    return (float(c[0]), float(c[1]), float(c[2]))
+
+
+def _spread(positions: np.ndarray) -> float:
+    """Largest floor distance between two of the given world positions (metres)."""
+    if len(positions) < 2:
+        return 0.0
+    floor = positions[:, [0, 2]]
+    diff = floor[:, None, :] - floor[None]
+    return float(np.sqrt((diff * diff).sum(axis=2)).max())
+
+
+def _label_codes(labels: Mapping[int, str], codes: dict[str, int]) -> np.ndarray:
+    """Lookup table segment id → code of its label in ``codes``; -1 for the background (id 0), an
+    unknown label, and (clip ids into the table) ids beyond the labelled ones (the last entry)."""
+    top = max((int(i) for i in labels), default=0)
+    table = np.full(top + 2, -1)
+    for segment_id, name in labels.items():
+        if int(segment_id) > 0:
+            table[int(segment_id)] = codes.get(name, -1)
+    return table
+
+
+def _label_in_box_view(track: _Track, frame: _Frame, margin: float) -> bool:
+    """Whether the frame shows, inside the image rectangle of ``track``'s box, a pixel that the
+    segmenter gives the track's label at a depth within the box's depth range (± ``margin``).
+    Guards the point test against thin parts seen edge-on and points between surfaces."""
+    corners = np.array([[x, y, z] for x in (track.lo[0], track.hi[0]) for y in (track.lo[1], track.hi[1])
+                        for z in (track.lo[2], track.hi[2])])  # fmt: skip
+    optical = (corners - frame.camera_position) @ frame.axes
+    depth = optical[:, 2]
+    if np.any(depth <= 0.0) or frame.depth is None:
+        return False
+    k = frame.intrinsics
+    u = k.fx * optical[:, 0] / depth + k.cx
+    v = k.fy * optical[:, 1] / depth + k.cy
+    u0, u1 = max(int(np.floor(u.min())), 0), min(int(np.ceil(u.max())) + 1, k.width)
+    v0, v1 = max(int(np.floor(v.min())), 0), min(int(np.ceil(v.max())) + 1, k.height)
+    if u0 >= u1 or v0 >= v1:
+        return False
+    label = _majority(track.labels)
+    ids = [i for i, name in frame.labels.items() if name == label]
+    if not ids:
+        return False
+    window = np.isin(np.asarray(frame.segments)[v0:v1, u0:u1], ids)
+    seen = np.asarray(frame.depth)[v0:v1, u0:u1][window]
+    with np.errstate(invalid="ignore"):
+        return bool(np.any((seen >= depth.min() - margin) & (seen <= depth.max() + margin)))
+
+
+def _majority(labels: Mapping[str, int]) -> str:
+    return min(labels.items(), key=lambda item: (-item[1], item[0]))[0]
+
+
+def _summed_labels(tracks: list[_Track]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for track in tracks:
+        for name, pixels in track.labels.items():
+            total[name] = total.get(name, 0) + pixels
+    return total
+
+
+def build_map(
+    observations: Iterable[Observation], config: MappingConfig, encoder: FeatureEncoder, visit: int
+) -> InstanceMap:
+    """The instance map of one visit from its observation stream (frames in recording order)."""
+    builder = MapBuilder(config, encoder, visit)
+    for observation in observations:
+        builder.add(observation)
+    return builder.build()

@@ -1,0 +1,154 @@
+"""3D object instances of one visit's map and the map itself.
+
+World frame: AI2-THOR's (metres, y up, left-handed); the floor plane is (x, z). Steps are the
+world's step counter at the frame that saw the instance. Features are unit vectors in the
+encoder's space (``InstanceMap.encoder`` names it); colour histograms sum to 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ovman_core.boxes import Box3, Vec2, Vec3, floor_point
+from ovman_mapping.backprojection import remove_outliers, voxel_downsample
+
+
+@dataclasses.dataclass(frozen=True)
+class Sighting:
+    """One observation of an instance: the frame, its step, the segment's box centre (world,
+    metres) and its size in pixels."""
+
+    frame_index: int
+    step: int
+    position: Vec3
+    pixel_count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """A 3D object instance fused from the segments of one visit.
+
+    - ``uid``: unique within its map (``"v<visit>:<n>"``); not a ground-truth id.
+    - ``position``: box centre of the fused points (world, metres); for a moving instance the box
+      centre of its latest sighting. ``box`` accordingly.
+    - ``points``: float64 (N, 3) voxel-downsampled, outlier-free points (all sightings).
+    - ``feature``: float64 (D,) unit vector for grounding and association (encoder space).
+    - ``colour``: float64 (bins²,) hue–saturation histogram, sums to 1.
+    - ``labels``: segmenter label → share of the instance's pixels carrying it (sums to 1).
+    - ``sightings``: per-observation positions in step order; ``first_step``/``last_step`` bound them.
+    - ``moving``: the motion attribute (observed at clearly different places during the visit, or
+      seen gone from where it was); ``motion_evidence`` says why, empty when not moving.
+    """
+
+    uid: str
+    position: Vec3
+    box: Box3
+    points: np.ndarray
+    feature: np.ndarray
+    colour: np.ndarray
+    labels: Mapping[str, float]
+    sightings: tuple[Sighting, ...]
+    moving: bool = False
+    motion_evidence: str = ""
+
+    @property
+    def floor(self) -> Vec2:
+        """π(position): the floor point (x, z), metres."""
+        return floor_point(self.position)
+
+    @property
+    def first_step(self) -> int:
+        return self.sightings[0].step
+
+    @property
+    def last_step(self) -> int:
+        return self.sightings[-1].step
+
+    @property
+    def label(self) -> str:
+        """The majority segmenter label (ties: alphabetical)."""
+        return min(self.labels.items(), key=lambda item: (-item[1], item[0]))[0]
+
+    @property
+    def latest_position(self) -> Vec3:
+        """Box centre of the latest sighting (world, metres)."""
+        return self.sightings[-1].position
+
+
+@dataclasses.dataclass(frozen=True)
+class MapSnapshot:
+    """Positions of the instances as the map stood after one frame (for temporal-stability
+    diagnostics): working uid → box centre (world, metres). Resolve uids with ``InstanceMap.aliases``."""
+
+    frame_index: int
+    step: int
+    positions: Mapping[str, Vec3]
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceMap:
+    """The 3D instance map of one visit.
+
+    ``encoder`` describes the feature encoder (recorded in every result); ``history`` holds the
+    incremental states; ``aliases`` maps every working uid that appears in ``history`` to the uid of
+    the final instance it became (fragments merged later), absent when it was dropped.
+    """
+
+    visit: int
+    instances: tuple[Instance, ...]
+    encoder: str
+    frames: int = 0
+    history: tuple[MapSnapshot, ...] = ()
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.instances)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.instances)
+
+    def __getitem__(self, uid: str) -> Instance:
+        for instance in self.instances:
+            if instance.uid == uid:
+                return instance
+        raise KeyError(f"no instance {uid!r} in the visit-{self.visit} map")
+
+    def features(self) -> np.ndarray:
+        """(N, D) matrix of instance features (N may be 0; then D is 0)."""
+        if not self.instances:
+            return np.zeros((0, 0))
+        return np.stack([instance.feature for instance in self.instances])
+
+    def colours(self) -> np.ndarray:
+        """(N, bins²) matrix of colour histograms."""
+        if not self.instances:
+            return np.zeros((0, 0))
+        return np.stack([instance.colour for instance in self.instances])
+
+    def positions(self) -> np.ndarray:
+        """(N, 3) matrix of instance positions (world, metres)."""
+        return np.array([instance.position for instance in self.instances], dtype=float).reshape(-1, 3)
+
+
+def fuse_points(clouds: Sequence[np.ndarray], voxel_size: float, neighbours: int, std_ratio: float) -> np.ndarray:
+    """Union of point clouds (each (N_i, 3), world metres), voxel-downsampled, outliers removed."""
+    if not clouds:
+        return np.empty((0, 3))
+    points = voxel_downsample(np.concatenate(clouds), voxel_size)
+    cleaned = remove_outliers(points, neighbours, std_ratio)
+    return cleaned if len(cleaned) else points
+
+
+def box_of(points: np.ndarray) -> Box3:
+    """Axis-aligned box of a non-empty (N, 3) point set."""
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    return Box3((float(lo[0]), float(lo[1]), float(lo[2])), (float(hi[0]), float(hi[1]), float(hi[2])))
+
+
+def box_gap(a: Box3, b: Box3) -> float:
+    """Euclidean distance between two axis-aligned boxes (metres); 0 when they touch or overlap."""
+    gaps = [max(a.lo[k] - b.hi[k], 0.0, b.lo[k] - a.hi[k]) for k in range(3)]
+    return float(np.sqrt(sum(g * g for g in gaps)))

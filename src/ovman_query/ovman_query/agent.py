@@ -1,0 +1,103 @@
+"""The reference agent (TASK.md §5): two visits' observations and a query → a predicted point.
+
+Stages: per-visit mapping (:mod:`ovman_mapping.fusion`), cross-visit association
+(:mod:`ovman_query.association`), grounding (:mod:`ovman_query.grounding`), the decision rules
+(:mod:`ovman_query.decisions`), and the parser for free-text queries (:mod:`ovman_query.parser`).
+Navigation is ovman_nav's. Frames: AI2-THOR world (metres); predicted points are floor (x, z).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ovman_core.config import OvmanConfig
+from ovman_core.relations import Relation
+from ovman_mapping.encoders import FeatureEncoder, make_encoder
+from ovman_mapping.fusion import build_map
+from ovman_mapping.instances import InstanceMap
+from ovman_query.association import Association, associate
+from ovman_query.decisions import Candidate, ChangeEvidence, Prediction, decide
+from ovman_query.grounding import Grounding, ground
+from ovman_query.parser import Query, QueryParser
+from ovman_query.surface_forms import DEFAULT_CATEGORIES
+
+if TYPE_CHECKING:
+    from ovman_sim.world import Observation
+
+
+def candidates(instance_map: InstanceMap, grounding: Grounding) -> dict[str, Candidate]:
+    """The decision rules' view of one visit's map under a grounding."""
+    return {
+        i.uid: Candidate(
+            uid=i.uid,
+            position=i.position,
+            score=grounding.scores[i.uid],
+            grounded=grounding.is_grounded(i.uid),
+            moving=i.moving,
+            last_step=i.last_step,
+            support=len(i.sightings),
+        )
+        for i in instance_map
+    }
+
+
+class ReferenceAgent:
+    """The two-visit reference agent with its encoder (chosen by ``encoder.kind``) and parser."""
+
+    def __init__(
+        self,
+        config: OvmanConfig,
+        encoder: FeatureEncoder | None = None,
+        categories: Iterable[str] = DEFAULT_CATEGORIES,
+    ) -> None:
+        self.config = config
+        self.encoder = encoder if encoder is not None else make_encoder(config.mapping_node.encoder)
+        self.parser = QueryParser(config.query_node.parser, categories)
+
+    @property
+    def encoder_description(self) -> str:
+        """Recorded with every result."""
+        return self.encoder.description
+
+    def build_map(self, observations: Iterable[Observation], visit: int) -> InstanceMap:
+        """The instance map of one visit from its recorded frames."""
+        return build_map(observations, self.config.mapping_node, self.encoder, visit)
+
+    def parse(self, text: str) -> Query:
+        """(noun phrase, relation, category); raises :class:`ovman_query.parser.ParseError`."""
+        return self.parser.parse(text)
+
+    def ground(self, instance_map: InstanceMap, noun_phrase: str) -> Grounding:
+        query = self.encoder.embed_text([noun_phrase])[0]
+        return ground(instance_map, query, self.config.query_node.grounding.delta_g)
+
+    def associate(self, map1: InstanceMap, map2: InstanceMap) -> Association:
+        return associate(map1, map2, self.config.query_node.association)
+
+    def evidence(self, map1: InstanceMap, map2: InstanceMap, noun_phrase: str) -> ChangeEvidence:
+        """Grounded candidates of both visits and the association (the change set)."""
+        return ChangeEvidence(
+            candidates(map1, self.ground(map1, noun_phrase)),
+            candidates(map2, self.ground(map2, noun_phrase)),
+            self.associate(map1, map2),
+        )
+
+    def answer(self, map1: InstanceMap, map2: InstanceMap, query: Query | str) -> Prediction:
+        """The two-visit answer to ``query`` (free text is parsed first; a parse failure raises)."""
+        if isinstance(query, str):
+            query = self.parse(query)
+        return decide(query.relation, query.noun_phrase, self.evidence(map1, map2, query.noun_phrase), self.config.task)
+
+    def run(
+        self, visit1: Iterable[Observation], visit2: Iterable[Observation], query: Query | str
+    ) -> tuple[Prediction, InstanceMap, InstanceMap]:
+        """Map both visits and answer ``query``; returns the prediction and both maps."""
+        map1 = self.build_map(visit1, 1)
+        map2 = self.build_map(visit2, 2)
+        return self.answer(map1, map2, query), map1, map2
+
+
+def query_of(noun_phrase: str, relation: Relation | str, category: str | None = None) -> Query:
+    """A query given directly (the paper's default: category and relation supplied)."""
+    return Query(noun_phrase, relation if isinstance(relation, Relation) else Relation.parse(relation), category)

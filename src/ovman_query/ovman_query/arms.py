@@ -1,0 +1,197 @@
+"""The arms of the error budget (TASK.md §6), each a function from its inputs to a Prediction.
+
+| arm | inputs |
+|---|---|
+| two_visit | both maps (the reference agent) |
+| single_visit | the visit-2 map only: a seeded pick among the grounded instances, with its success probability |
+| oracle_grounding | both maps, grounded by the segmenter's majority label instead of the encoder |
+| oracle_positions | the ground-truth world states: positions and identities; the decision rules still run |
+| given_answer | the true answer point (the certification oracle) |
+| category_only | the visit-2 map: the best instance of the category (ObjectNav behaviour) |
+
+Frames: AI2-THOR world (metres); points are floor (x, z).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import numpy as np
+
+from ovman_core.boxes import Vec2, floor_distance
+from ovman_core.world_state import WorldState
+from ovman_mapping.instances import InstanceMap
+from ovman_query.agent import ReferenceAgent, candidates
+from ovman_query.association import STAGE_IDENTITY, Association, MatchedPair
+from ovman_query.decisions import Candidate, ChangeEvidence, Prediction, decide
+from ovman_query.grounding import Grounding, grounding_from_scores
+from ovman_query.parser import Query
+
+
+class Arm(str, enum.Enum):
+    """Arm names as used in config ``benchmark.arms`` and results."""
+
+    TWO_VISIT = "two_visit"
+    SINGLE_VISIT = "single_visit"
+    ORACLE_GROUNDING = "oracle_grounding"
+    ORACLE_POSITIONS = "oracle_positions"
+    GIVEN_ANSWER = "given_answer"
+    CATEGORY_ONLY = "category_only"
+
+
+class ArmInputError(ValueError):
+    """An arm was called without what it needs (e.g. the query's category for an oracle arm)."""
+
+
+def _category(query: Query, arm: Arm) -> str:
+    if query.category is None:
+        raise ArmInputError(f"arm {arm.value} needs the query's ground-truth category; {query!r} has none")
+    return query.category
+
+
+def two_visit(agent: ReferenceAgent, map1: InstanceMap, map2: InstanceMap, query: Query) -> Prediction:
+    """The reference agent."""
+    return agent.answer(map1, map2, query)
+
+
+def single_visit(
+    agent: ReferenceAgent, map2: InstanceMap, query: Query, seed: int, answer_point: Vec2 | None = None
+) -> Prediction:
+    """A uniform pick, seeded by ``seed``, among the visit-2 grounded instances.
+
+    ``success_probability`` is the fraction of grounded instances within ``task.static_gate_radius``
+    of ``answer_point`` (exact, not sampled); None when no answer point is given.
+    """
+    grounding = agent.ground(map2, query.noun_phrase)
+    grounded = sorted(grounding.grounded)
+    if not grounded:
+        return Prediction(
+            None, query.relation, query.noun_phrase, (), 0.0, "abstain: the visit-2 map is empty", "single_visit", 0.0
+        )
+    positions = {i.uid: i.floor for i in map2}
+    rng = np.random.default_rng(seed)
+    pick = grounded[int(rng.integers(len(grounded)))]
+    probability = None
+    if answer_point is not None:
+        gate = agent.config.task.static_gate_radius
+        hits = sum(math.dist(positions[u], answer_point) <= gate for u in grounded)
+        probability = hits / len(grounded)
+    return Prediction(
+        positions[pick],
+        query.relation,
+        query.noun_phrase,
+        (pick,),
+        grounding.scores[pick],
+        f"picked {pick} (score {grounding.scores[pick]:.3f}) uniformly (seed {seed}) among "
+        f"{len(grounded)} grounded visit-2 instances",
+        Arm.SINGLE_VISIT.value,
+        probability,
+    )
+
+
+def label_grounding(instance_map: InstanceMap, category: str) -> Grounding:
+    """Ground-truth grounding of one map: the instances whose majority segmenter label is
+    ``category``; score = the share of that label."""
+    scores = {i.uid: float(i.labels.get(category, 0.0)) for i in instance_map}
+    grounded = tuple(sorted((i.uid for i in instance_map if i.label == category), key=lambda u: (-scores[u], u)))
+    return Grounding(scores, grounded, 0.0)
+
+
+def oracle_grounding(agent: ReferenceAgent, map1: InstanceMap, map2: InstanceMap, query: Query) -> Prediction:
+    """The agent's own maps and association, grounded by segmenter labels instead of the encoder."""
+    category = _category(query, Arm.ORACLE_GROUNDING)
+    evidence = ChangeEvidence(
+        candidates(map1, label_grounding(map1, category)),
+        candidates(map2, label_grounding(map2, category)),
+        agent.associate(map1, map2),
+    )
+    return decide(query.relation, query.noun_phrase, evidence, agent.config.task, Arm.ORACLE_GROUNDING.value)
+
+
+def _state_candidates(
+    state: WorldState, category: str, delta_g: float, moving_id: str | None = None
+) -> dict[str, Candidate]:
+    uids = [o.instance_id for o in state]
+    grounding = grounding_from_scores(uids, np.array([float(o.category == category) for o in state]), delta_g)
+    return {
+        o.instance_id: Candidate(
+            o.instance_id,
+            o.position,
+            grounding.scores[o.instance_id],
+            grounding.is_grounded(o.instance_id) and o.category == category,
+            moving=o.instance_id == moving_id,
+        )
+        for o in state
+    }
+
+
+def oracle_positions(
+    agent: ReferenceAgent,
+    w1: WorldState,
+    w2: WorldState,
+    query: Query,
+    moving_id: str | None = None,
+) -> Prediction:
+    """Ground-truth positions and identities (``w2`` as at the end of visit 2); the rules still run.
+
+    Identity gives the association: an id in both states is a matched pair, an id only in ``w1``
+    a removal, only in ``w2`` an appearance. ``moving_id`` marks the mover's instance.
+    """
+    category = _category(query, Arm.ORACLE_POSITIONS)
+    delta_g = agent.config.query_node.grounding.delta_g
+    pairs = tuple(
+        MatchedPair(
+            o.instance_id,
+            o.instance_id,
+            STAGE_IDENTITY,
+            0.0,
+            0.0,
+            0.0,
+            floor_distance(o.position, w2[o.instance_id].position),
+        )
+        for o in w1
+        if o.instance_id in w2
+    )
+    association = Association(
+        pairs,
+        tuple(o.instance_id for o in w1 if o.instance_id not in w2),
+        tuple(o.instance_id for o in w2 if o.instance_id not in w1),
+    )
+    evidence = ChangeEvidence(
+        _state_candidates(w1, category, delta_g), _state_candidates(w2, category, delta_g, moving_id), association
+    )
+    return decide(query.relation, query.noun_phrase, evidence, agent.config.task, Arm.ORACLE_POSITIONS.value)
+
+
+def given_answer(query: Query, answer_point: Vec2, instance_id: str) -> Prediction:
+    """The true answer (navigation is then the only thing tested)."""
+    return Prediction(
+        (float(answer_point[0]), float(answer_point[1])),
+        query.relation,
+        query.noun_phrase,
+        (instance_id,),
+        1.0,
+        f"given the true answer ({instance_id})",
+        Arm.GIVEN_ANSWER.value,
+    )
+
+
+def category_only(agent: ReferenceAgent, map2: InstanceMap, query: Query) -> Prediction:
+    """The best instance of the category in the current (visit-2) map, whatever the relation."""
+    grounding = agent.ground(map2, query.noun_phrase)
+    if not grounding.grounded:
+        return Prediction(
+            None, query.relation, query.noun_phrase, (), 0.0, "abstain: the visit-2 map is empty", "category_only"
+        )
+    support = {i.uid: len(i.sightings) for i in map2}
+    best = min(grounding.grounded, key=lambda u: (-grounding.scores[u], -support[u], u))
+    return Prediction(
+        map2[best].floor,
+        query.relation,
+        query.noun_phrase,
+        (best,),
+        grounding.scores[best],
+        f"the best-scoring instance {best} ({grounding.scores[best]:.3f}) of the visit-2 map, relation ignored",
+        Arm.CATEGORY_ONLY.value,
+    )

@@ -1,0 +1,147 @@
+"""Cross-visit association of instances: two-stage Hungarian assignment (TASK.md §5.2).
+
+Feature dissimilarity of instances a (visit 1) and b (visit 2):
+``δ(a, b) = 1 − ((1 − w)·⟨f_a, f_b⟩ + w·BC(h_a, h_b))``, ``w = association.colour_weight``, with unit
+features ``f`` and colour histograms ``h`` (BC = Bhattacharyya coefficient).
+
+1. **Stayed**: cost ``feature_weight·δ + distance_weight·‖p_a − p_b‖`` (3D, metres), only for pairs
+   closer than ``stay_distance_gate`` with ``δ ≤ stay_max_dissimilarity``.
+2. **Relocated**: the instances left over, cost ``δ`` alone, only pairs with
+   ``δ ≤ relocation_max_dissimilarity``.
+
+Each stage is one ``scipy.optimize.linear_sum_assignment``; forbidden pairs carry a prohibitive
+cost and are dropped after the solve. Unmatched visit-1 instances are removal candidates and
+unmatched visit-2 instances appearance candidates. Positions are the instances' positions in the
+AI2-THOR world frame; displacement is the floor distance ``|π p2 − π p1|``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from ovman_core.config import AssociationConfig
+from ovman_mapping.fusion import bhattacharyya
+from ovman_mapping.instances import InstanceMap
+
+FORBIDDEN = 1.0e9
+"""Cost of a pair a stage may not match; such pairs are discarded after the assignment."""
+
+STAGE_STAYED = 1
+STAGE_RELOCATED = 2
+STAGE_IDENTITY = 0
+"""Pairs given by ground-truth identity (oracle-positions arm), not by a solve."""
+
+
+class AssociationError(ValueError):
+    """The two maps cannot be compared (different feature spaces)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchedPair:
+    """A visit-1 instance and the visit-2 instance it is associated with.
+
+    ``stage``: 1 stayed, 2 relocated, 0 ground-truth identity. ``cost``: the assignment cost of the
+    pair in its stage; ``dissimilarity``: δ; ``distance``: 3D distance (m); ``displacement``:
+    floor distance (m).
+    """
+
+    uid1: str
+    uid2: str
+    stage: int
+    cost: float
+    dissimilarity: float
+    distance: float
+    displacement: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Association:
+    """The change set between two visits."""
+
+    pairs: tuple[MatchedPair, ...]
+    removed: tuple[str, ...]
+    appeared: tuple[str, ...]
+
+    def partner_of_1(self, uid1: str) -> MatchedPair | None:
+        return next((p for p in self.pairs if p.uid1 == uid1), None)
+
+    def partner_of_2(self, uid2: str) -> MatchedPair | None:
+        return next((p for p in self.pairs if p.uid2 == uid2), None)
+
+
+def feature_dissimilarity(map1: InstanceMap, map2: InstanceMap, colour_weight: float) -> np.ndarray:
+    """(N1, N2) matrix of δ (see the module docstring)."""
+    if not len(map1) or not len(map2):
+        return np.zeros((len(map1), len(map2)))
+    f1, f2 = map1.features(), map2.features()
+    if f1.shape[1] != f2.shape[1]:
+        raise AssociationError(
+            f"visit-1 features have {f1.shape[1]} dimensions, visit-2 features {f2.shape[1]}: "
+            f"maps built with different encoders ({map1.encoder!r} vs {map2.encoder!r})"
+        )
+    h1, h2 = map1.colours(), map2.colours()
+    if h1.shape[1] != h2.shape[1]:
+        raise AssociationError(
+            f"colour histograms differ in size ({h1.shape[1]} vs {h2.shape[1]}): "
+            "encoder.colour_bins changed between the maps"
+        )
+    return 1.0 - ((1.0 - colour_weight) * (f1 @ f2.T) + colour_weight * bhattacharyya(h1, h2))
+
+
+def _solve(cost: np.ndarray, allowed: np.ndarray) -> list[tuple[int, int]]:
+    if cost.size == 0 or not allowed.any():
+        return []
+    rows, cols = linear_sum_assignment(np.where(allowed, cost, FORBIDDEN))
+    return [(int(r), int(c)) for r, c in zip(rows, cols, strict=True) if allowed[r, c]]
+
+
+def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -> Association:
+    """Two-stage Hungarian association of ``map1`` (visit 1) and ``map2`` (visit 2)."""
+    uids1 = [i.uid for i in map1]
+    uids2 = [i.uid for i in map2]
+    p1, p2 = map1.positions(), map2.positions()
+    dissimilarity = feature_dissimilarity(map1, map2, config.colour_weight)
+    distance = np.linalg.norm(p1[:, None, :] - p2[None], axis=2) if len(p1) and len(p2) else dissimilarity * 0.0
+    floor = np.linalg.norm(p1[:, None, [0, 2]] - p2[None, :, [0, 2]], axis=2) if len(p1) and len(p2) else distance
+
+    stay_cost = config.feature_weight * dissimilarity + config.distance_weight * distance
+    stay_allowed = (distance <= config.stay_distance_gate) & (dissimilarity <= config.stay_max_dissimilarity)
+    pairs: list[MatchedPair] = []
+    for r, c in _solve(stay_cost, stay_allowed):
+        pairs.append(
+            MatchedPair(
+                uids1[r],
+                uids2[c],
+                STAGE_STAYED,
+                float(stay_cost[r, c]),
+                float(dissimilarity[r, c]),
+                float(distance[r, c]),
+                float(floor[r, c]),
+            )
+        )
+    left1 = [r for r in range(len(uids1)) if all(p.uid1 != uids1[r] for p in pairs)]
+    left2 = [c for c in range(len(uids2)) if all(p.uid2 != uids2[c] for p in pairs)]
+    sub = dissimilarity[np.ix_(left1, left2)]
+    for r, c in _solve(sub, sub <= config.relocation_max_dissimilarity):
+        i, j = left1[r], left2[c]
+        pairs.append(
+            MatchedPair(
+                uids1[i],
+                uids2[j],
+                STAGE_RELOCATED,
+                float(dissimilarity[i, j]),
+                float(dissimilarity[i, j]),
+                float(distance[i, j]),
+                float(floor[i, j]),
+            )
+        )
+    matched1 = {p.uid1 for p in pairs}
+    matched2 = {p.uid2 for p in pairs}
+    return Association(
+        pairs=tuple(sorted(pairs, key=lambda p: uids1.index(p.uid1))),
+        removed=tuple(u for u in uids1 if u not in matched1),
+        appeared=tuple(u for u in uids2 if u not in matched2),
+    )

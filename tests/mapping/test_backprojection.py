@@ -1,0 +1,120 @@
+"""Back-projection of one frame's segments into world points, and its robustness to bad input."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ovman_core.config import load_config
+from ovman_core.world_state import AgentPose
+from ovman_mapping.backprojection import (
+    FrameFormatError,
+    camera_points,
+    remove_outliers,
+    segment_frame,
+    voxel_downsample,
+)
+
+from .scenes import on_floor, render
+
+CONFIG = load_config().mapping_node
+PARAMS = CONFIG.mapping
+BINS = CONFIG.encoder.colour_bins
+
+CHAIR = on_floor("Chair_1", "Chair", 0.0, 2.0, colour=(200, 40, 40))
+VASE = on_floor("Vase_1", "Vase", 1.0, 3.0, size=(0.2, 0.4, 0.2), colour=(40, 40, 200))
+POSE = AgentPose(0.0, 0.0, yaw_deg=0.0, horizon_deg=30.0)
+
+
+def segments_of(obs, params=PARAMS):
+    return segment_frame(
+        obs.rgb,
+        obs.depth,
+        obs.segments,
+        obs.segment_labels,
+        obs.intrinsics,
+        obs.camera_position,
+        obs.pose.yaw_deg,
+        obs.pose.horizon_deg,
+        params,
+        BINS,
+    )
+
+
+def inside(points, box, tol):
+    return np.all((points >= np.array(box.lo) - tol) & (points <= np.array(box.hi) + tol), axis=1)
+
+
+def test_segment_points_land_on_the_rendered_boxes_in_the_world_frame():
+    segments = segments_of(render([CHAIR, VASE], POSE, step=0))
+    by_label = {s.label: s for s in segments}
+    assert set(by_label) == {"Chair", "Vase"}
+    for label, obj in (("Chair", CHAIR), ("Vase", VASE)):
+        assert inside(by_label[label].points, obj.box, PARAMS.voxel_size).all()
+        assert by_label[label].colour.sum() == pytest.approx(1.0)
+
+
+def test_camera_points_follow_the_thor_frame_for_a_turned_camera():
+    # Yaw 90 looks along +x (AI2-THOR yaw is clockwise from +z); a pixel at the centre, 2 m deep.
+    k = render([], AgentPose(0.0, 0.0, 90.0, 0.0), 0).intrinsics
+    point = camera_points(k, (0.0, 1.5, 0.0), 90.0, 0.0, np.array([k.cx]), np.array([k.cy]), np.array([2.0]))
+    assert np.allclose(point, [[2.0, 1.5, 0.0]])
+
+
+def test_frame_without_depth_gives_no_segments():
+    obs = render([CHAIR], POSE, 0)
+    assert segments_of(dataclasses.replace(obs, depth=None)) == []
+    assert segments_of(dataclasses.replace(obs, depth=np.full_like(obs.depth, np.nan))) == []
+
+
+def test_nan_inf_and_negative_depth_pixels_are_skipped_not_trusted():
+    obs = render([CHAIR], POSE, 0)
+    depth = obs.depth.copy()
+    depth[::3] = np.nan
+    depth[1::3] = np.inf
+    depth[:, ::5] = -1.0
+    (segment,) = segments_of(dataclasses.replace(obs, depth=depth))
+    assert np.isfinite(segment.points).all()
+    assert inside(segment.points, CHAIR.box, PARAMS.voxel_size).all()
+
+
+def test_depth_beyond_max_depth_is_not_back_projected():
+    obs = render([CHAIR], POSE, 0)
+    params = dataclasses.replace(PARAMS, max_depth=1.0)  # the chair is 2 m away
+    assert segments_of(obs, params) == []
+
+
+def test_segments_of_a_few_pixels_are_dropped():
+    obs = render([CHAIR], POSE, 0)
+    segments = obs.segments.copy()
+    segments[0:3, 0:3] = 77  # a 9-pixel speck on the wall
+    labels = {**obs.segment_labels, 77: "Speck"}
+    kept = segments_of(dataclasses.replace(obs, segments=segments, segment_labels=labels))
+    assert [s.label for s in kept] == ["Chair"]
+
+
+def test_empty_frame_gives_no_segments():
+    assert segments_of(render([], POSE, 0)) == []
+
+
+def test_mismatched_image_shapes_raise_a_named_error():
+    obs = render([CHAIR], POSE, 0)
+    with pytest.raises(FrameFormatError, match="depth has shape"):
+        segments_of(dataclasses.replace(obs, depth=obs.depth[:-1]))
+    with pytest.raises(FrameFormatError, match="segments have shape"):
+        segments_of(dataclasses.replace(obs, segments=obs.segments[:, :-1]))
+
+
+def test_voxel_downsample_keeps_one_mean_point_per_voxel():
+    points = np.array([[0.01, 0.01, 0.01], [0.03, 0.03, 0.03], [0.51, 0.0, 0.0]])
+    out = voxel_downsample(points, 0.05)
+    assert np.allclose(out, [[0.02, 0.02, 0.02], [0.51, 0.0, 0.0]])
+    assert voxel_downsample(np.empty((0, 3)), 0.05).shape == (0, 3)
+
+
+def test_statistical_outlier_removal_drops_an_isolated_point():
+    grid = np.stack(np.meshgrid(*[np.arange(5) * 0.05] * 3), axis=-1).reshape(-1, 3)
+    cloud = np.vstack([grid, [[3.0, 3.0, 3.0]]])
+    cleaned = remove_outliers(cloud, 8, 2.0)
+    assert len(cleaned) == len(grid)
+    assert remove_outliers(cloud[:5], 8, 2.0).shape == (5, 3)  # too few points to judge: unchanged

@@ -1,0 +1,78 @@
+"""Two-stage Hungarian association across visits (TASK.md §5.2)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ovman_core.config import load_config
+from ovman_query.association import (
+    STAGE_RELOCATED,
+    STAGE_STAYED,
+    AssociationError,
+    associate,
+    feature_dissimilarity,
+)
+
+from .maps import instance, instance_map
+
+CONFIG = load_config().query_node.association
+
+
+def test_stayed_relocated_removed_and_appeared_instances():
+    # Vase a stays, vase b (blue) moves 4 m, the chair is removed, a box appears.
+    v1 = instance_map(
+        1, instance("a", "Vase", 0, 0, hue=1), instance("b", "Vase", 3, 0, hue=2), instance("c", "Chair", 0, 5)
+    )
+    v2 = instance_map(
+        2, instance("a2", "Vase", 0.05, 0, hue=1), instance("b2", "Vase", 3, 4, hue=2), instance("d", "Box", -3, 0)
+    )
+    result = associate(v1, v2, CONFIG)
+    pairs = {(p.uid1, p.uid2): p for p in result.pairs}
+    assert set(pairs) == {("a", "a2"), ("b", "b2")}
+    assert pairs[("a", "a2")].stage == STAGE_STAYED
+    assert pairs[("a", "a2")].displacement == pytest.approx(0.05)
+    assert pairs[("b", "b2")].stage == STAGE_RELOCATED
+    assert pairs[("b", "b2")].displacement == pytest.approx(4.0)
+    assert result.removed == ("c",) and result.appeared == ("d",)
+    assert result.partner_of_1("b").uid2 == "b2" and result.partner_of_2("d") is None
+
+
+def test_stage_one_prefers_the_nearer_of_two_lookalikes():
+    v1 = instance_map(1, instance("a", "Vase", 0, 0), instance("b", "Vase", 0.6, 0))
+    v2 = instance_map(2, instance("x", "Vase", 0.58, 0), instance("y", "Vase", 0.02, 0))
+    pairs = {(p.uid1, p.uid2) for p in associate(v1, v2, CONFIG).pairs}
+    assert pairs == {("a", "y"), ("b", "x")}
+
+
+def test_relocation_needs_similar_features():
+    # A vase of another colour far away is not a relocation: one removal, one appearance.
+    v1 = instance_map(1, instance("a", "Vase", 0, 0, hue=1))
+    v2 = instance_map(2, instance("b", "Vase", 4, 0, hue=5))
+    result = associate(v1, v2, CONFIG)
+    assert result.pairs == () and result.removed == ("a",) and result.appeared == ("b",)
+    loose = dataclasses.replace(CONFIG, relocation_max_dissimilarity=0.6)
+    assert [(p.uid1, p.uid2) for p in associate(v1, v2, loose).pairs] == [("a", "b")]
+
+
+def test_a_different_object_in_the_same_place_did_not_stay():
+    v1 = instance_map(1, instance("a", "Chair", 0, 0))
+    v2 = instance_map(2, instance("b", "Box", 0, 0))
+    result = associate(v1, v2, CONFIG)
+    assert result.pairs == () and result.removed == ("a",) and result.appeared == ("b",)
+
+
+def test_dissimilarity_mixes_feature_cosine_and_colour():
+    v1 = instance_map(1, instance("a", "Vase", 0, 0, hue=1))
+    v2 = instance_map(2, instance("b", "Vase", 0, 0, hue=2), instance("c", "Chair", 0, 0, hue=1))
+    d = feature_dissimilarity(v1, v2, colour_weight=0.5)
+    assert np.allclose(d, [[0.5, 0.5]])
+    assert np.allclose(feature_dissimilarity(v1, v2, colour_weight=0.0), [[0.0, 1.0]])
+
+
+def test_empty_maps_give_an_empty_change_set_and_mismatched_encoders_raise():
+    empty = associate(instance_map(1), instance_map(2, instance("b", "Vase", 0, 0)), CONFIG)
+    assert empty.pairs == () and empty.removed == () and empty.appeared == ("b",)
+    odd = instance_map(2, dataclasses.replace(instance("b", "Vase", 0, 0), feature=np.ones(3) / np.sqrt(3)))
+    with pytest.raises(AssociationError, match="different encoders"):
+        associate(instance_map(1, instance("a", "Vase", 0, 0)), odd, CONFIG)
