@@ -22,7 +22,7 @@ try:
 
     from ovman_interfaces.action import Navigate
     from ovman_interfaces.msg import ChangeSet, Instance, InstanceChange, InstanceMap
-    from ovman_interfaces.srv import Query
+    from ovman_interfaces.srv import MapVisit, Query
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -331,6 +331,7 @@ FIELDS = {
         "box_max": "geometry_msgs/Point",
         "feature_dim": "uint32",
         "feature": "sequence<float>",
+        "colour_histogram": "sequence<float>",
         "first_seen": "builtin_interfaces/Time",
         "last_seen": "builtin_interfaces/Time",
         "num_observations": "uint32",
@@ -353,6 +354,8 @@ FIELDS = {
         "cost": "float",
     },
     ChangeSet: {"header": "std_msgs/Header", "changes": "sequence<ovman_interfaces/InstanceChange>"},
+    MapVisit.Request: {"visit": "uint8", "expected_frames": "uint32", "timeout_s": "double"},
+    MapVisit.Response: {"success": "boolean", "message": "string", "frames": "uint32", "instances": "uint32"},
     Query.Request: {
         "text": "string",
         "category": "string",

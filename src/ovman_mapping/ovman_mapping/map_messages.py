@@ -1,0 +1,319 @@
+"""ROS messages of ovman_mapping, built from core values and back; the only module of the package
+that imports message packages (never rclpy), so every conversion is unit-testable without a graph.
+
+- camera bundle (sensor_msgs/Image ×3, the labels table, CameraInfo, the optical-frame
+  PoseStamped of :mod:`ovman_sim.bundle`) → :class:`ovman_sim.world.Observation`;
+- core :class:`ovman_mapping.instances.InstanceMap` ⇄ ``ovman_interfaces/InstanceMap``;
+- ``InstanceMap`` message → ``visualization_msgs/MarkerArray`` for RViz.
+
+Frames: the core works in AI2-THOR's world frame (metres, y up, left-handed); messages are REP 103
+in ``map`` (x forward, y left, z up). Every point goes through :mod:`ovman_core.frames`.
+
+Wire ids: an instance's ``Instance.id`` is its index in the core map (the map's own order), so the
+ids of one map are 0..N-1. A received map's instances get uids ``v<visit>:<id>``. ``centroid`` carries
+the core's instance position (the box centre of its fused points; of its latest fragment for a
+moving instance), the point every decision rule answers with. The stamps of the sensor frames
+stand in for world steps on the receiving side (``first_seen``/``last_seen`` in ns): only their
+order is used there. Points are not sent; features and colour histograms go as float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Point, PoseStamped
+from scipy.spatial.transform import Rotation
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import ColorRGBA, Header
+from visualization_msgs.msg import Marker, MarkerArray
+
+from ovman_core.boxes import Box3, Vec3
+from ovman_core.config import ConfigError, MapMarkersConfig
+from ovman_core.frames import CAMERA_LINK_TO_OPTICAL, ros_to_thor_point, ros_yaw_to_thor, thor_to_ros_point
+from ovman_core.world_state import AgentPose
+from ovman_interfaces.msg import Instance as InstanceMsg
+from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
+from ovman_mapping.instances import Instance, InstanceMap, Sighting
+from ovman_sim import bundle
+from ovman_sim.messages import MessageError, image_array, time_msg
+from ovman_sim.world import Observation
+
+ANGLE_DECIMALS = 9
+"""Camera yaw and pitch (degrees) recovered from a quaternion are rounded to this many decimals:
+the float noise of the round trip goes, so a recorded 90.0 comes back as exactly 90.0."""
+MAX_CAMERA_ROLL_RAD = 1e-6
+"""The core's camera has yaw and pitch only; a larger roll is rejected."""
+MAP_TOPIC = "/ovman/map/visit{visit}"
+"""ovman_interfaces/InstanceMap of one visit, latched (published by mapping_node)."""
+MARKERS_TOPIC = "/ovman/map/visit{visit}/markers"
+"""visualization_msgs/MarkerArray of one visit's map, latched."""
+BOX_NAMESPACE = "visit{visit}/boxes"
+LABEL_NAMESPACE = "visit{visit}/labels"
+MIN_MARKER_SIZE = 0.01
+"""(m): box markers are at least this thick, so a flat instance stays visible."""
+TEXT_ALPHA = 1.0
+"""Label texts are opaque."""
+
+
+class MapMessageError(ValueError):
+    """A message cannot be converted: a field is missing, inconsistent or in the wrong frame."""
+
+
+# ---- the camera bundle -------------------------------------------------------------------------
+
+
+def camera_from_pose(pose: PoseStamped, map_frame: str) -> tuple[Vec3, float, float]:
+    """``(camera centre (AI2-THOR world, m), yaw_deg, horizon_deg)`` of the optical frame's pose
+    in ``map`` (REP 103, as on :data:`ovman_sim.bundle.CAMERA_POSE_TOPIC`).
+
+    Inverts :func:`ovman_sim.bundle.optical_pose`: the optical rotation is ``camera_link`` times
+    the fixed optical rotation, and ``camera_link`` is yaw about z then pitch about y (down positive).
+    """
+    if pose.header.frame_id != map_frame:
+        raise MapMessageError(f"camera pose is in frame '{pose.header.frame_id}'; expected '{map_frame}'")
+    p, q = pose.pose.position, pose.pose.orientation
+    values = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+    if not all(math.isfinite(v) for v in values) or q.x == q.y == q.z == q.w == 0.0:
+        raise MapMessageError(f"camera pose has a non-finite position or an invalid quaternion: {values}")
+    link = Rotation.from_quat((q.x, q.y, q.z, q.w)) * Rotation.from_quat(CAMERA_LINK_TO_OPTICAL).inv()
+    # Columns of R = Rz(yaw)·Ry(pitch): forward, left = (−sin yaw, cos yaw, 0), up. A level camera
+    # keeps its left axis horizontal; yaw comes from that axis, so it is defined at any pitch.
+    r = link.as_matrix()
+    roll = math.asin(max(-1.0, min(1.0, float(r[2, 1]))))
+    if abs(roll) > MAX_CAMERA_ROLL_RAD:
+        raise MapMessageError(f"camera pose is rolled by {math.degrees(roll):.4f} deg; mapping needs a level camera")
+    yaw = math.atan2(-float(r[0, 1]), float(r[1, 1]))
+    pitch = math.atan2(-float(r[2, 0]), float(r[2, 2]))
+    yaw_deg = round(ros_yaw_to_thor(float(yaw)), ANGLE_DECIMALS) % 360.0
+    horizon_deg = round(math.degrees(float(pitch)), ANGLE_DECIMALS) + 0.0
+    return ros_to_thor_point((p.x, p.y, p.z)), yaw_deg, horizon_deg
+
+
+def observation_from_bundle(
+    rgb: Image,
+    depth: Image,
+    instances: Image,
+    labels: bundle.LabelTable,
+    camera_info: CameraInfo,
+    camera_pose: PoseStamped,
+    map_frame: str,
+) -> Observation:
+    """The Observation of one synchronised bundle (see :mod:`ovman_sim.bundle` for the topics).
+
+    The step comes from the labels table; ``segment_instances`` is empty: ground-truth ids never
+    reach the mapping.
+    """
+    try:
+        intrinsics = bundle.intrinsics_from_camera_info(camera_info.width, camera_info.height, camera_info.k)
+        colour, planar_depth, segments = image_array(rgb), image_array(depth), image_array(instances)
+    except (bundle.BundleFormatError, MessageError, ValueError) as err:
+        raise MapMessageError(f"camera bundle at {labels.stamp_ns} ns: {err}") from None
+    size = (intrinsics.height, intrinsics.width)
+    for name, image, encoding in (
+        ("rgb", rgb, bundle.RGB_ENCODING),
+        ("depth", depth, bundle.DEPTH_ENCODING),
+        ("instances", instances, bundle.INSTANCES_ENCODING),
+    ):
+        if image.encoding != encoding or (image.height, image.width) != size:
+            raise MapMessageError(
+                f"camera bundle at {labels.stamp_ns} ns: {name} image is {image.encoding} "
+                f"{image.width}x{image.height}; expected {encoding} {size[1]}x{size[0]} (camera_info)"
+            )
+    position, yaw_deg, horizon_deg = camera_from_pose(camera_pose, map_frame)
+    return Observation(
+        rgb=colour,
+        depth=planar_depth,
+        segments=segments,
+        segment_labels=dict(labels.labels),
+        segment_instances={},
+        pose=AgentPose(x=position[0], z=position[2], yaw_deg=yaw_deg, horizon_deg=horizon_deg),
+        camera_position=position,
+        intrinsics=intrinsics,
+        step=labels.step,
+    )
+
+
+# ---- instance maps -----------------------------------------------------------------------------
+
+
+def _point(p: Vec3) -> Point:
+    return Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
+
+
+def _ros_box(box: Box3) -> tuple[Vec3, Vec3]:
+    a, b = np.array(thor_to_ros_point(box.lo)), np.array(thor_to_ros_point(box.hi))
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    return (float(lo[0]), float(lo[1]), float(lo[2])), (float(hi[0]), float(hi[1]), float(hi[2]))
+
+
+def _thor_box(lo: Point, hi: Point) -> Box3:
+    a = np.array(ros_to_thor_point((lo.x, lo.y, lo.z)))
+    b = np.array(ros_to_thor_point((hi.x, hi.y, hi.z)))
+    low, high = np.minimum(a, b), np.maximum(a, b)
+    return Box3(tuple(float(v) for v in low), tuple(float(v) for v in high))  # type: ignore[arg-type]
+
+
+def instance_msg(instance: Instance, wire_id: int, frame_stamps_ns: Sequence[int]) -> InstanceMsg:
+    """One core instance as a message; ``frame_stamps_ns[k]`` is the stamp of the visit's frame k."""
+    labels = sorted(instance.labels.items(), key=lambda item: (-item[1], item[0]))
+    box_min, box_max = _ros_box(instance.box)
+    try:
+        first = frame_stamps_ns[instance.sightings[0].frame_index]
+        last = frame_stamps_ns[instance.sightings[-1].frame_index]
+    except IndexError:
+        raise MapMessageError(
+            f"instance {instance.uid}: sighting frames {instance.sightings[0].frame_index}.."
+            f"{instance.sightings[-1].frame_index} but only {len(frame_stamps_ns)} frame stamps were given"
+        ) from None
+    return InstanceMsg(
+        id=wire_id,
+        label=instance.label,
+        label_candidates=[name for name, _ in labels],
+        label_probs=[float(share) for _, share in labels],
+        centroid=_point(thor_to_ros_point(instance.position)),
+        box_min=_point(box_min),
+        box_max=_point(box_max),
+        feature_dim=len(instance.feature),
+        feature=np.asarray(instance.feature, dtype=np.float32),
+        colour_histogram=np.asarray(instance.colour, dtype=np.float32),
+        first_seen=time_msg(first),
+        last_seen=time_msg(last),
+        num_observations=len(instance.sightings),
+        moving=bool(instance.moving),
+    )
+
+
+def instance_map_msg(
+    instance_map: InstanceMap, frame_stamps_ns: Sequence[int], frame_id: str, stamp: Time
+) -> InstanceMapMsg:
+    """The InstanceMap message of a core map; wire ids are the instances' indices."""
+    if instance_map.visit not in (InstanceMapMsg.VISIT_1, InstanceMapMsg.VISIT_2):
+        raise MapMessageError(f"InstanceMap.visit must be 1 or 2, got {instance_map.visit}")
+    return InstanceMapMsg(
+        header=Header(stamp=stamp, frame_id=frame_id),
+        visit=instance_map.visit,
+        encoder=instance_map.encoder,
+        instances=[instance_msg(i, n, frame_stamps_ns) for n, i in enumerate(instance_map.instances)],
+    )
+
+
+def _ns(time: Time) -> int:
+    return int(time.sec) * 1_000_000_000 + int(time.nanosec)
+
+
+def map_uid(visit: int, wire_id: int) -> str:
+    """The core uid given to instance ``wire_id`` of a received visit-``visit`` map."""
+    return f"v{visit}:{wire_id}"
+
+
+def instance_from_msg(message: InstanceMsg, visit: int) -> Instance:
+    """A core instance from its message (no points: they are not sent). See the module docstring."""
+    uid = map_uid(visit, message.id)
+    feature = np.asarray(message.feature, dtype=float)
+    if message.feature_dim == 0 or len(feature) != message.feature_dim:
+        raise MapMessageError(
+            f"visit-{visit} instance {message.id}: feature has {len(feature)} values, feature_dim is "
+            f"{message.feature_dim}; the query needs every feature"
+        )
+    if len(message.label_candidates) != len(message.label_probs):
+        raise MapMessageError(
+            f"visit-{visit} instance {message.id}: {len(message.label_candidates)} label_candidates but "
+            f"{len(message.label_probs)} label_probs"
+        )
+    if message.num_observations < 1:
+        raise MapMessageError(f"visit-{visit} instance {message.id}: num_observations must be at least 1")
+    labels = {str(name): float(p) for name, p in zip(message.label_candidates, message.label_probs, strict=True)}
+    if not labels:
+        labels = {message.label: 1.0}
+    centroid = ros_to_thor_point((message.centroid.x, message.centroid.y, message.centroid.z))
+    first, last = _ns(message.first_seen), _ns(message.last_seen)
+    steps = [first] * (message.num_observations - 1) + [last]
+    return Instance(
+        uid=uid,
+        position=centroid,
+        box=_thor_box(message.box_min, message.box_max),
+        points=np.empty((0, 3)),
+        feature=feature,
+        colour=np.asarray(message.colour_histogram, dtype=float),
+        labels=labels,
+        sightings=tuple(Sighting(k, step, centroid, 0) for k, step in enumerate(steps)),
+        moving=bool(message.moving),
+        motion_evidence="moving in the received map" if message.moving else "",
+    )
+
+
+def instance_map_from_msg(message: InstanceMapMsg) -> tuple[InstanceMap, dict[str, int]]:
+    """The core map of an InstanceMap message (instances in message order) and each uid's wire id."""
+    if message.visit not in (InstanceMapMsg.VISIT_1, InstanceMapMsg.VISIT_2):
+        raise MapMessageError(f"InstanceMap.visit must be 1 or 2, got {message.visit}")
+    seen: set[int] = set()
+    for item in message.instances:
+        if item.id in seen:
+            raise MapMessageError(f"visit-{message.visit} map: instance id {item.id} appears twice")
+        seen.add(item.id)
+    instances = tuple(instance_from_msg(item, message.visit) for item in message.instances)
+    dims = {len(i.feature) for i in instances}
+    colours = {len(i.colour) for i in instances}
+    if len(dims) > 1 or len(colours) > 1:
+        raise MapMessageError(
+            f"visit-{message.visit} map: instances disagree on feature ({sorted(dims)}) or colour histogram "
+            f"({sorted(colours)}) lengths"
+        )
+    core = InstanceMap(visit=message.visit, instances=instances, encoder=message.encoder)
+    return core, {i.uid: int(item.id) for i, item in zip(instances, message.instances, strict=True)}
+
+
+# ---- markers -----------------------------------------------------------------------------------
+
+
+def colour_msg(rgb: Sequence[float], alpha: float, key: str) -> ColorRGBA:
+    """std_msgs/ColorRGBA of a config colour; ConfigError naming ``key`` unless it is three
+    values in [0, 1] and ``alpha`` is in [0, 1]."""
+    if len(rgb) != 3 or not all(0.0 <= v <= 1.0 for v in (*rgb, alpha)):
+        raise ConfigError(f"config {key} must be three values in [0, 1] (opacity too), got {list(rgb)}, {alpha}")
+    return ColorRGBA(r=float(rgb[0]), g=float(rgb[1]), b=float(rgb[2]), a=float(alpha))
+
+
+def check_marker_style(style: MapMarkersConfig) -> None:
+    """ConfigError unless the marker colours, opacity and sizes are usable."""
+    for name in ("visit1_rgb", "visit2_rgb", "moving_rgb"):
+        colour_msg(getattr(style, name), style.box_alpha, f"mapping_node markers.{name} / box_alpha")
+    if not style.text_height > 0.0:
+        raise ConfigError(f"config mapping_node markers.text_height must be positive metres, got {style.text_height}")
+
+
+def map_markers(message: InstanceMapMsg, style: MapMarkersConfig) -> MarkerArray:
+    """RViz markers of a map: DELETEALL first, then per instance a box (namespace
+    ``visit<n>/boxes``) and a label text above it (``visit<n>/labels``), both with marker id =
+    instance id, so a republished map replaces its markers one for one."""
+    visit = message.visit
+    key = "mapping_node markers"
+    base = colour_msg(style.visit1_rgb if visit == 1 else style.visit2_rgb, style.box_alpha, f"{key}.visit{visit}_rgb")
+    moving = colour_msg(style.moving_rgb, style.box_alpha, f"{key}.moving_rgb")
+    markers = [Marker(header=message.header, action=Marker.DELETEALL)]
+    for item in message.instances:
+        lo, hi = item.box_min, item.box_max
+        centre = Point(x=(lo.x + hi.x) / 2.0, y=(lo.y + hi.y) / 2.0, z=(lo.z + hi.z) / 2.0)
+        box = Marker(header=message.header, ns=BOX_NAMESPACE.format(visit=visit), id=int(item.id), type=Marker.CUBE)
+        box.pose.position = centre
+        box.pose.orientation.w = 1.0
+        box.scale.x = max(hi.x - lo.x, MIN_MARKER_SIZE)
+        box.scale.y = max(hi.y - lo.y, MIN_MARKER_SIZE)
+        box.scale.z = max(hi.z - lo.z, MIN_MARKER_SIZE)
+        box.color = moving if item.moving else base
+        text = Marker(
+            header=message.header,
+            ns=LABEL_NAMESPACE.format(visit=visit),
+            id=int(item.id),
+            type=Marker.TEXT_VIEW_FACING,
+            text=f"{item.label} #{item.id}{' (moving)' if item.moving else ''}",
+        )
+        text.pose.position = Point(x=centre.x, y=centre.y, z=hi.z + style.text_offset)
+        text.pose.orientation.w = 1.0
+        text.scale.z = style.text_height
+        text.color = ColorRGBA(r=base.r, g=base.g, b=base.b, a=TEXT_ALPHA)
+        markers += [box, text]
+    return MarkerArray(markers=markers)

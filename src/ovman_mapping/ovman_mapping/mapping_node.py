@@ -1,0 +1,275 @@
+"""mapping_node: the per-visit 3D instance map on the ROS 2 graph.
+
+A thin node around :class:`ovman_mapping.visit_mapper.VisitMapper`: it synchronises the camera
+bundle by exact stamp (:mod:`ovman_mapping.bundle_sync`), converts it to an Observation
+(:mod:`ovman_mapping.map_messages`), fuses it into the open visit at once, and publishes the map
+of a visit when the visit is finished.
+
+Subscriptions (reliable, volatile; names from :mod:`ovman_sim.bundle`): ``/camera/color/image_raw``,
+``/camera/depth/image_raw``, ``/camera/instances/image_raw``, ``/camera/instances/labels``,
+``/camera/color/camera_info``, ``/camera/pose`` (the optical frame in ``map``). Ground truth is
+never subscribed to.
+
+Visits (ovman_interfaces/srv/MapVisit): ``~/start_visit`` opens visit 1 or 2 (call it before the
+visit's frames are published); ``~/finish_visit`` waits until the visit holds ``expected_frames``
+bundles, builds its map and publishes, latched (transient local):
+
+- ``/ovman/map/visit<n>``: ovman_interfaces/InstanceMap (``map`` frame, REP 103);
+- ``/ovman/map/visit<n>/markers``: visualization_msgs/MarkerArray, DELETEALL first, then a box
+  (namespace ``visit<n>/boxes``) and a label (``visit<n>/labels``) per instance, marker id =
+  instance id.
+
+Parameters: every key of ``ovman_core.config.node_parameters(config, "mapping_node")`` under its
+dotted name (e.g. ``encoder.kind``, ``node.start_visit``), read at start-up; the config file is
+``$OVMAN_CONFIG`` or the default one.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import functools
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
+
+from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, with_parameters
+from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
+from ovman_interfaces.srv import MapVisit
+from ovman_mapping.backprojection import FrameFormatError
+from ovman_mapping.bundle_sync import StampSynchronizer
+from ovman_mapping.encoders import FeatureEncoder, make_encoder
+from ovman_mapping.map_messages import (
+    MAP_TOPIC,
+    MARKERS_TOPIC,
+    MapMessageError,
+    check_marker_style,
+    instance_map_msg,
+    map_markers,
+    observation_from_bundle,
+)
+from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
+from ovman_sim import bundle
+from ovman_sim.messages import stamp_of
+
+NODE_NAME = "mapping_node"
+START_VISIT_SERVICE = "~/start_visit"
+FINISH_VISIT_SERVICE = "~/finish_visit"
+BUNDLE_TOPICS: dict[str, Any] = {
+    bundle.RGB_TOPIC: Image,
+    bundle.DEPTH_TOPIC: Image,
+    bundle.INSTANCES_TOPIC: Image,
+    bundle.INSTANCE_LABELS_TOPIC: String,
+    bundle.CAMERA_INFO_TOPIC: CameraInfo,
+    bundle.CAMERA_POSE_TOPIC: PoseStamped,
+}
+"""What one frame needs, topic → message type."""
+WARM_UP_PHRASE = "object"
+"""Embedded at start-up so the encoder's model loads then, not during the first finish_visit."""
+LATCHED = QoSProfile(
+    depth=1,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
+
+def map_topic(visit: int) -> str:
+    """The latched InstanceMap topic of ``visit``."""
+    return MAP_TOPIC.format(visit=visit)
+
+
+def markers_topic(visit: int) -> str:
+    """The latched MarkerArray topic of ``visit``."""
+    return MARKERS_TOPIC.format(visit=visit)
+
+
+class MappingNode(Node):
+    """Synchronises the camera bundle, fuses it into the open visit, publishes finished maps."""
+
+    def __init__(self, config: OvmanConfig | None = None, encoder: FeatureEncoder | None = None, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        self.config = self._declare_parameters(config if config is not None else load_config())
+        settings = self.config.mapping_node.node
+        if settings.qos_depth < 1:
+            raise ConfigError(f"config mapping_node node.qos_depth must be at least 1, got {settings.qos_depth}")
+        if settings.start_visit not in (0, *VISITS):
+            raise ConfigError(f"config mapping_node node.start_visit must be 0, 1 or 2, got {settings.start_visit}")
+        if not settings.finish_timeout_s > 0.0:
+            raise ConfigError(
+                f"config mapping_node node.finish_timeout_s must be positive seconds, got {settings.finish_timeout_s}"
+            )
+        check_marker_style(self.config.mapping_node.markers)
+        self.encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
+        self.encoder.embed_text([WARM_UP_PHRASE])
+        self.mapper = VisitMapper(self.config.mapping_node, self.encoder)
+        self.sync: StampSynchronizer[Any] = StampSynchronizer(BUNDLE_TOPICS, settings.sync_max_pending)
+        self.rejected = 0
+        self._condition = threading.Condition()
+        frames_group = MutuallyExclusiveCallbackGroup()
+        services_group = MutuallyExclusiveCallbackGroup()
+        frames_qos = QoSProfile(
+            depth=settings.qos_depth,
+            history=HistoryPolicy.KEEP_LAST,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.VOLATILE,
+        )
+        for topic, kind in BUNDLE_TOPICS.items():
+            self.create_subscription(
+                kind, topic, functools.partial(self._on_message, topic), frames_qos, callback_group=frames_group
+            )
+        self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), LATCHED) for v in VISITS}
+        self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), LATCHED) for v in VISITS}
+        self.create_service(MapVisit, START_VISIT_SERVICE, self._on_start_visit, callback_group=services_group)
+        self.create_service(MapVisit, FINISH_VISIT_SERVICE, self._on_finish_visit, callback_group=services_group)
+        if settings.start_visit:
+            self.mapper.start(settings.start_visit)
+        self.get_logger().info(f"encoder {self.encoder.description}; open visit: {self.mapper.visit or 'none'}")
+
+    # ---------------------------------------------------------------- parameters
+
+    def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
+        defaults = node_parameters(config, NODE_NAME)
+        self.declare_parameters("", list(defaults.items()))
+        values = {name: _plain(self.get_parameter(name).value) for name in defaults}
+        try:
+            updated = with_parameters(config, NODE_NAME, values)
+        except ConfigError as err:
+            raise ConfigError(f"{NODE_NAME} parameters: {err}") from err
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        return updated
+
+    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        names = ", ".join(p.name for p in parameters)
+        return SetParametersResult(
+            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {names}"
+        )
+
+    # ---------------------------------------------------------------- frames
+
+    def _on_message(self, topic: str, message: Any) -> None:
+        try:
+            if topic == bundle.INSTANCE_LABELS_TOPIC:
+                item: Any = bundle.parse_labels_json(message.data)
+                stamp = item.stamp_ns
+            else:
+                item, stamp = message, stamp_of(message.header)
+        except bundle.BundleFormatError as err:
+            self._reject(f"{topic}: {err}")
+            return
+        with self._condition:
+            complete = self.sync.add(topic, stamp, item)
+            if complete is None:
+                return
+            items = complete.items
+            try:
+                observation = observation_from_bundle(
+                    items[bundle.RGB_TOPIC],
+                    items[bundle.DEPTH_TOPIC],
+                    items[bundle.INSTANCES_TOPIC],
+                    items[bundle.INSTANCE_LABELS_TOPIC],
+                    items[bundle.CAMERA_INFO_TOPIC],
+                    items[bundle.CAMERA_POSE_TOPIC],
+                    self.config.frames.map,
+                )
+                self.mapper.add(observation, complete.stamp_ns)
+            except (MapMessageError, FrameFormatError, VisitError) as err:
+                self._reject(str(err))
+                return
+            self._condition.notify_all()
+
+    def _reject(self, reason: str) -> None:
+        self.rejected += 1
+        self.get_logger().warning(f"dropped a camera message: {reason}", throttle_duration_sec=5.0)
+
+    def _state(self) -> str:
+        counts = self.sync.counts
+        return (
+            f"{self.mapper.frames} bundles fused; synchroniser: {counts.completed} complete, "
+            f"{counts.dropped_incomplete} incomplete and {counts.dropped_stale} stale dropped, {self.sync.pending} "
+            f"pending; {self.rejected} messages rejected; {self.mapper.unassigned} bundles outside a visit"
+        )
+
+    # ---------------------------------------------------------------- services
+
+    def _on_start_visit(self, request: MapVisit.Request, response: MapVisit.Response) -> MapVisit.Response:
+        with self._condition:
+            try:
+                self.mapper.start(int(request.visit))
+            except VisitError as err:
+                response.success, response.message = False, str(err)
+                return response
+            self.sync.reset()
+            self.rejected = 0
+        response.success, response.frames = True, 0
+        response.message = f"visit {request.visit} is open"
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_finish_visit(self, request: MapVisit.Request, response: MapVisit.Response) -> MapVisit.Response:
+        visit, expected = int(request.visit), int(request.expected_frames)
+        timeout = request.timeout_s if request.timeout_s > 0.0 else self.config.mapping_node.node.finish_timeout_s
+        with self._condition:
+            if self.mapper.visit != visit:
+                open_visit = f"visit {self.mapper.visit} is open" if self.mapper.visit else "no visit is open"
+                response.success, response.message = False, f"cannot finish visit {visit}: {open_visit}"
+                return response
+            if expected:
+                self._condition.wait_for(lambda: self.mapper.frames >= expected, timeout)
+                if self.mapper.frames != expected:
+                    response.success, response.frames = False, self.mapper.frames
+                    why = "timed out" if self.mapper.frames < expected else "more bundles than expected arrived"
+                    response.message = (
+                        f"visit {visit} stays open: {why} after {timeout:.1f} s waiting for {expected} bundles; "
+                        f"{self._state()}"
+                    )
+                    self.get_logger().warning(response.message)
+                    return response
+            summary = self._state()
+            instance_map, stamps = self.mapper.finish(visit)
+        message = instance_map_msg(instance_map, stamps, self.config.frames.map, self.get_clock().now().to_msg())
+        self._map_publishers[visit].publish(message)
+        self._marker_publishers[visit].publish(map_markers(message, self.config.mapping_node.markers))
+        response.success, response.frames, response.instances = True, len(stamps), len(instance_map)
+        response.message = f"visit {visit}: {len(instance_map)} instances on {map_topic(visit)}; {summary}"
+        self.get_logger().info(response.message)
+        return response
+
+
+def _plain(value: Any) -> Any:
+    """ROS returns array parameters as array.array; the config wants lists."""
+    return list(value) if isinstance(value, array.array | tuple) else value
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Console script ``mapping_node``: spin (frames and services on two threads) until Ctrl-C."""
+    rclpy.init(args=list(args) if args is not None else sys.argv)
+    node = None
+    try:
+        node = MappingNode()
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        # Ctrl-C and an external shutdown are the normal ways to stop.
+        with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
+            executor.spin()
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

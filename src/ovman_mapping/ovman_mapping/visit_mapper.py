@@ -1,0 +1,74 @@
+"""The map of the open visit, fed one synchronised frame at a time (what mapping_node does, without ROS).
+
+A visit is opened with :meth:`VisitMapper.start`, receives frames with :meth:`VisitMapper.add`
+(fused at once by :class:`ovman_mapping.fusion.MapBuilder`, so closing the visit only runs the
+end-of-visit passes) and is closed by :meth:`VisitMapper.finish`, which returns the map and the
+stamp of every fused frame. Frames that arrive while no visit is open are counted and dropped.
+Not thread-safe: the node serialises calls. Frames: AI2-THOR world (see ovman_mapping.fusion).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ovman_core.config import MappingConfig
+from ovman_mapping.encoders import FeatureEncoder
+from ovman_mapping.fusion import MapBuilder
+from ovman_mapping.instances import InstanceMap
+
+if TYPE_CHECKING:
+    from ovman_sim.world import Observation
+
+VISITS = (1, 2)
+
+
+class VisitError(ValueError):
+    """A visit request that does not fit the mapper's state (no open visit, another visit open)."""
+
+
+class VisitMapper:
+    """Builds one visit's map at a time; see the module docstring."""
+
+    def __init__(self, config: MappingConfig, encoder: FeatureEncoder) -> None:
+        self.config = config
+        self.encoder = encoder
+        self.visit: int | None = None
+        self.stamps: list[int] = []
+        self.unassigned = 0
+        self._builder: MapBuilder | None = None
+
+    @property
+    def frames(self) -> int:
+        """Frames fused into the open visit."""
+        return len(self.stamps)
+
+    def start(self, visit: int) -> None:
+        """Open ``visit`` (1 or 2), dropping whatever the previous open visit had fused."""
+        if visit not in VISITS:
+            raise VisitError(f"visit must be 1 or 2, got {visit}")
+        self.visit = visit
+        self.stamps = []
+        self._builder = MapBuilder(self.config, self.encoder, visit)
+
+    def add(self, observation: Observation, stamp_ns: int) -> bool:
+        """Fuse one frame stamped ``stamp_ns`` into the open visit; False (and counted in
+        ``unassigned``) when no visit is open. Stamps must increase."""
+        if self._builder is None:
+            self.unassigned += 1
+            return False
+        if self.stamps and stamp_ns <= self.stamps[-1]:
+            raise VisitError(f"frame stamped {stamp_ns} ns after one at {self.stamps[-1]} ns: stamps must increase")
+        self._builder.add(observation)
+        self.stamps.append(stamp_ns)
+        return True
+
+    def finish(self, visit: int) -> tuple[InstanceMap, list[int]]:
+        """Close ``visit`` (it must be the open one): its map and the stamps of its frames (by frame index)."""
+        if self._builder is None or self.visit is None:
+            raise VisitError(f"cannot finish visit {visit}: no visit is open (call start_visit first)")
+        if visit != self.visit:
+            raise VisitError(f"cannot finish visit {visit}: visit {self.visit} is open")
+        instance_map = self._builder.build()
+        stamps = self.stamps
+        self.visit, self._builder, self.stamps = None, None, []
+        return instance_map, stamps

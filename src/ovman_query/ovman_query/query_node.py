@@ -1,0 +1,180 @@
+"""query_node: ``/ovman/query`` served from the two latest visit maps through the reference agent.
+
+A thin node around :func:`ovman_query.query_requests.answer_query`:
+
+- subscribes (transient local) to ``/ovman/map/visit1`` and ``/ovman/map/visit2``
+  (ovman_interfaces/InstanceMap, published by mapping_node) and keeps the latest of each;
+- serves ``/ovman/query`` (ovman_interfaces/srv/Query): free text, or category + relation, and
+  the arm; the status is always set (ANSWERED, ABSTAINED, PARSE_FAILED, NO_MAP, INVALID_REQUEST);
+- publishes, latched, ``/ovman/answer/markers`` (visualization_msgs/MarkerArray: DELETEALL, then
+  the answer disc and text when answered) after every query, and ``/ovman/changes``
+  (ovman_interfaces/ChangeSet) whenever a new pair of maps (visit 2 newer than visit 1) is held.
+
+Parameters: every key of ``ovman_core.config.node_parameters(config, "query_node")``, plus the
+``encoder.*`` keys of mapping_node (queries must be embedded with the encoder that built the
+maps), under their dotted names; read at start-up. Frames: REP 103 ``map`` on the wire.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import functools
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import rclpy
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from visualization_msgs.msg import MarkerArray
+
+from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, with_parameters
+from ovman_interfaces.msg import ChangeSet
+from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
+from ovman_interfaces.srv import Query
+from ovman_mapping.encoders import FeatureEncoder, make_encoder
+from ovman_mapping.map_messages import MAP_TOPIC, MapMessageError, instance_map_from_msg
+from ovman_query.association import AssociationError
+from ovman_query.change_set import change_set
+from ovman_query.query_messages import (
+    ANSWER_MARKERS_TOPIC,
+    CHANGES_TOPIC,
+    QUERY_SERVICE,
+    answer_markers,
+    change_set_msg,
+    check_answer_style,
+    request_from_msg,
+    response_msg,
+)
+from ovman_query.query_requests import CachingAgent, VisitMap, answer_query
+from ovman_sim.messages import stamp_of
+
+NODE_NAME = "query_node"
+ENCODER_NODE = "mapping_node"
+"""The node whose ``encoder`` section query_node also declares."""
+ENCODER_PREFIX = "encoder."
+WARM_UP_PHRASE = "object"
+"""Embedded at start-up so the encoder's model loads then, not during the first query."""
+VISITS = (1, 2)
+LATCHED = QoSProfile(
+    depth=1,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
+
+class QueryNode(Node):
+    """Holds the latest visit maps, answers queries, publishes the answer marker and the change set."""
+
+    def __init__(self, config: OvmanConfig | None = None, encoder: FeatureEncoder | None = None, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        self.config = self._declare_parameters(config if config is not None else load_config())
+        check_answer_style(self.config.query_node.markers)
+        encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
+        self.agent = CachingAgent(self.config, encoder)
+        encoder.embed_text([WARM_UP_PHRASE])
+        self.maps: dict[int, VisitMap | None] = dict.fromkeys(VISITS)
+        for visit in VISITS:
+            self.create_subscription(
+                InstanceMapMsg, MAP_TOPIC.format(visit=visit), functools.partial(self._on_map, visit), LATCHED
+            )
+        self._changes = self.create_publisher(ChangeSet, CHANGES_TOPIC, LATCHED)
+        self._markers = self.create_publisher(MarkerArray, ANSWER_MARKERS_TOPIC, LATCHED)
+        self.create_service(Query, QUERY_SERVICE, self._on_query)
+        self.get_logger().info(f"serving {QUERY_SERVICE}; encoder {self.agent.encoder_description}")
+
+    # ---------------------------------------------------------------- parameters
+
+    def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
+        own = node_parameters(config, NODE_NAME)
+        encoder = {
+            name: value
+            for name, value in node_parameters(config, ENCODER_NODE).items()
+            if name.startswith(ENCODER_PREFIX)
+        }
+        self.declare_parameters("", [*own.items(), *encoder.items()])
+        try:
+            updated = with_parameters(config, NODE_NAME, {n: _plain(self.get_parameter(n).value) for n in own})
+            updated = with_parameters(updated, ENCODER_NODE, {n: _plain(self.get_parameter(n).value) for n in encoder})
+        except ConfigError as err:
+            raise ConfigError(f"{NODE_NAME} parameters: {err}") from err
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        return updated
+
+    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        names = ", ".join(p.name for p in parameters)
+        return SetParametersResult(
+            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {names}"
+        )
+
+    # ---------------------------------------------------------------- maps
+
+    def _on_map(self, visit: int, message: InstanceMapMsg) -> None:
+        topic = MAP_TOPIC.format(visit=visit)
+        if message.visit != visit:
+            self.get_logger().error(f"{topic}: ignored a map of visit {message.visit}")
+            return
+        try:
+            instance_map, ids = instance_map_from_msg(message)
+        except MapMessageError as err:
+            self.get_logger().error(f"{topic}: ignored a map that cannot be used: {err}")
+            return
+        self.maps[visit] = VisitMap(instance_map, ids, stamp_of(message.header))
+        self.get_logger().info(f"{topic}: {len(instance_map)} instances ({instance_map.encoder})")
+        self._publish_changes()
+
+    def _publish_changes(self) -> None:
+        first, second = self.maps[1], self.maps[2]
+        if first is None or second is None or second.stamp_ns <= first.stamp_ns:
+            return
+        map1, map2 = first.instance_map, second.instance_map
+        try:
+            association = self.agent.associate(map1, map2)
+        except AssociationError as err:
+            self.get_logger().error(f"no change set for these maps: {err}")
+            return
+        changes = change_set(map1, map2, association, self.config.task, self.config.query_node.association)
+        stamp = self.get_clock().now().to_msg()
+        self._changes.publish(change_set_msg(changes, first.ids, second.ids, self.config.frames.map, stamp))
+
+    # ---------------------------------------------------------------- queries
+
+    def _on_query(self, request: Query.Request, response: Query.Response) -> Query.Response:
+        outcome = answer_query(
+            self.agent, self.maps[1], self.maps[2], request_from_msg(request), self.config.query_node.seed
+        )
+        stamp = self.get_clock().now().to_msg()
+        frame = self.config.frames.map
+        self._markers.publish(
+            answer_markers(outcome, self.config.task.static_gate_radius, self.config.query_node.markers, frame, stamp)
+        )
+        return response_msg(outcome, frame, stamp, response)
+
+
+def _plain(value: Any) -> Any:
+    """ROS returns array parameters as array.array; the config wants lists."""
+    return list(value) if isinstance(value, array.array | tuple) else value
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Console script ``query_node``: spin until Ctrl-C or an external shutdown."""
+    rclpy.init(args=list(args) if args is not None else sys.argv)
+    node = None
+    try:
+        node = QueryNode()
+        # Ctrl-C and an external shutdown are the normal ways to stop.
+        with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
+            rclpy.spin(node)
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

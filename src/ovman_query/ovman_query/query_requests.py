@@ -1,0 +1,245 @@
+"""One ``/ovman/query`` request answered from the visit maps: what query_node does, without ROS.
+
+:func:`answer_query` checks, in this order, and stops at the first problem:
+
+1. the request: an arm of :class:`ovman_query.arms.Arm` (empty = two_visit) the node can serve;
+   either free text, or a category and a relation, never both → ``INVALID_REQUEST``;
+2. free text parses (:class:`ovman_query.parser.QueryParser`) → else ``PARSE_FAILED``;
+3. the maps the arm needs are there, were built with the agent's encoder, and the visit-2 map is
+   newer than the visit-1 map (so both belong to one episode) → else ``NO_MAP``;
+4. every excluded id is an instance of the visit-2 map → else ``INVALID_REQUEST``;
+
+then runs the arm: ``ANSWERED`` with a point, or ``ABSTAINED``. The arms given ground truth
+(oracle_positions, given_answer) are refused: query_node never receives ground truth, so the
+benchmark calls :func:`ovman_query.arms.oracle_positions` / :func:`ovman_query.arms.given_answer`
+in process with the episode record.
+
+Excluded ids (``Query.exclude_ids``) name visit-2 instances that must not be the answer: for the
+two-map arms they (and the pairs they belong to) count as not grounded; for the visit-2-only arms
+they are left out of the map. Without exclusions every arm is exactly its function in
+:mod:`ovman_query.arms`. Frames: AI2-THOR world (metres); points are floor (x, z).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from ovman_core.boxes import Vec2
+from ovman_core.relations import Relation
+from ovman_mapping.encoders import label_text
+from ovman_mapping.instances import InstanceMap
+from ovman_query import arms
+from ovman_query.agent import ReferenceAgent, candidates
+from ovman_query.arms import Arm
+from ovman_query.association import Association, AssociationError
+from ovman_query.decisions import ChangeEvidence, Prediction, decide
+from ovman_query.grounding import GroundingError
+from ovman_query.parser import ParseError, Query
+
+GROUND_TRUTH_ARMS = frozenset({Arm.ORACLE_POSITIONS, Arm.GIVEN_ANSWER})
+"""Arms that need the episode's ground truth; not served from maps."""
+TWO_MAP_ARMS = frozenset({Arm.TWO_VISIT, Arm.ORACLE_GROUNDING})
+"""Arms that need both visits' maps; the others need the visit-2 map only."""
+
+
+class Status(enum.IntEnum):
+    """Outcome of a query; the values are those of ovman_interfaces/srv/Query."""
+
+    ANSWERED = 0
+    ABSTAINED = 1
+    PARSE_FAILED = 2
+    NO_MAP = 3
+    INVALID_REQUEST = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryRequest:
+    """The fields of a Query request: ``text``, or ``category`` + ``relation``; ``arm`` (empty =
+    two_visit); wire ids of visit-2 instances that must not be the answer."""
+
+    text: str = ""
+    category: str = ""
+    relation: str = ""
+    arm: str = ""
+    exclude_ids: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class VisitMap:
+    """One visit's map as the query side holds it: the core map, the wire id of each uid, and
+    when it was produced (ns; orders the two visits' maps)."""
+
+    instance_map: InstanceMap
+    ids: Mapping[str, int]
+    stamp_ns: int
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryOutcome:
+    """What the service answers. ``point``: floor (x, z), world frame, metres, set only when
+    answered; ``instance_visit1/2``: wire ids of the answer's instances (-1: none);
+    ``confidence`` in [0, 1]; ``prediction``: the arm's own output, when an arm ran."""
+
+    status: Status
+    explanation: str
+    arm: str = ""
+    relation: str = ""
+    noun_phrase: str = ""
+    point: Vec2 | None = None
+    instance_visit1: int = -1
+    instance_visit2: int = -1
+    confidence: float = 0.0
+    prediction: Prediction | None = None
+
+
+class CachingAgent(ReferenceAgent):
+    """The reference agent for a server answering many queries about the same pair of maps.
+
+    The association depends on the two maps only (maps are immutable), so the association of the
+    last pair asked about is kept, keyed on the maps' identity; the encoder's description is read
+    once. Answers are exactly those of :class:`ovman_query.agent.ReferenceAgent`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._description = self.encoder.description
+        self._last: tuple[InstanceMap, InstanceMap, Association] | None = None
+
+    @property
+    def encoder_description(self) -> str:
+        return self._description
+
+    def associate(self, map1: InstanceMap, map2: InstanceMap) -> Association:
+        last = self._last
+        if last is None or last[0] is not map1 or last[1] is not map2:
+            last = self._last = (map1, map2, super().associate(map1, map2))
+        return last[2]
+
+
+def resolve_category(vocabulary: Mapping[str, str], category: str) -> tuple[str, str]:
+    """``(noun phrase, category)`` of a requested category: a category label (``CoffeeTable``) or
+    one of its surface names (``coffee table``, ``low table``); any other label is kept as given,
+    with its words as the noun phrase."""
+    if category in vocabulary.values():
+        return label_text(category), category
+    name = " ".join(category.lower().split())
+    if name in vocabulary:
+        return name, vocabulary[name]
+    return label_text(category), category
+
+
+def _without(instance_map: InstanceMap, uids: frozenset[str]) -> InstanceMap:
+    return dataclasses.replace(instance_map, instances=tuple(i for i in instance_map if i.uid not in uids))
+
+
+def _masked(evidence: ChangeEvidence, uids: frozenset[str]) -> ChangeEvidence:
+    visit2 = {u: dataclasses.replace(c, grounded=False) if u in uids else c for u, c in evidence.visit2.items()}
+    return dataclasses.replace(evidence, visit2=visit2)
+
+
+def _map_problem(agent: ReferenceAgent, visit1: VisitMap | None, visit2: VisitMap | None, arm: Arm) -> str | None:
+    needed = {1: visit1, 2: visit2} if arm in TWO_MAP_ARMS else {2: visit2}
+    for visit, held in needed.items():
+        if held is None:
+            return f"arm {arm.value} needs the visit-{visit} map, and none has been received"
+        if held.instance_map.encoder != agent.encoder_description:
+            return (
+                f"the visit-{visit} map was built with encoder {held.instance_map.encoder!r} but queries are embedded "
+                f"with {agent.encoder_description!r}: run mapping_node and query_node with the same encoder.* config"
+            )
+    if arm in TWO_MAP_ARMS and visit1 is not None and visit2 is not None and visit2.stamp_ns <= visit1.stamp_ns:
+        return "the visit-2 map is not newer than the visit-1 map: visit 2 of this episode has not been mapped yet"
+    return None
+
+
+def _run_arm(agent: ReferenceAgent, arm: Arm, map1: InstanceMap | None, map2: InstanceMap, query: Query,
+             seed: int, excluded: frozenset[str]) -> Prediction:  # fmt: skip
+    if arm in TWO_MAP_ARMS:
+        assert map1 is not None
+        if not excluded:
+            if arm is Arm.TWO_VISIT:
+                return arms.two_visit(agent, map1, map2, query)
+            return arms.oracle_grounding(agent, map1, map2, query)
+        if arm is Arm.TWO_VISIT:
+            evidence = agent.evidence(map1, map2, query.noun_phrase)
+        else:
+            category = query.category or query.noun_phrase
+            evidence = ChangeEvidence(
+                candidates(map1, arms.label_grounding(map1, category)),
+                candidates(map2, arms.label_grounding(map2, category)),
+                agent.associate(map1, map2),
+            )
+        return decide(query.relation, query.noun_phrase, _masked(evidence, excluded), agent.config.task, arm.value)
+    remaining = _without(map2, excluded) if excluded else map2
+    if arm is Arm.SINGLE_VISIT:
+        return arms.single_visit(agent, remaining, query, seed)
+    return arms.category_only(agent, remaining, query)
+
+
+def answer_query(
+    agent: ReferenceAgent, visit1: VisitMap | None, visit2: VisitMap | None, request: QueryRequest, seed: int
+) -> QueryOutcome:
+    """Answer ``request`` from the held maps (see the module docstring); ``seed`` drives the
+    single-visit arm's pick."""
+    try:
+        arm = Arm(request.arm.strip() or Arm.TWO_VISIT.value)
+    except ValueError:
+        valid = ", ".join(a.value for a in Arm)
+        return QueryOutcome(Status.INVALID_REQUEST, f"unknown arm {request.arm!r}; expected one of {valid}")
+    if arm in GROUND_TRUTH_ARMS:
+        return QueryOutcome(
+            Status.INVALID_REQUEST,
+            f"arm {arm.value} is given the episode's ground truth, which query_node never receives; "
+            f"the benchmark runs it in process (ovman_query.arms.{arm.value})",
+            arm.value,
+        )
+    text, category, relation = request.text.strip(), request.category.strip(), request.relation.strip()
+    if text and (category or relation):
+        return QueryOutcome(Status.INVALID_REQUEST, "give either text or category and relation, not both", arm.value)
+    if text:
+        try:
+            query = agent.parse(text)
+        except ParseError as err:
+            return QueryOutcome(Status.PARSE_FAILED, str(err), arm.value)
+    else:
+        if not (category and relation):
+            return QueryOutcome(Status.INVALID_REQUEST, "give text, or both category and relation", arm.value)
+        try:
+            parsed = Relation.parse(relation)
+        except ValueError as err:
+            return QueryOutcome(Status.INVALID_REQUEST, str(err), arm.value)
+        noun_phrase, resolved = resolve_category(agent.parser.vocabulary, category)
+        query = Query(noun_phrase, parsed, resolved)
+    fields = {"arm": arm.value, "relation": query.relation.value, "noun_phrase": query.noun_phrase}
+    problem = _map_problem(agent, visit1, visit2, arm)
+    if problem is not None:
+        return QueryOutcome(Status.NO_MAP, problem, **fields)
+    assert visit2 is not None
+    uid_of = {wire: uid for uid, wire in visit2.ids.items()}
+    unknown = sorted(set(request.exclude_ids) - set(uid_of))
+    if unknown:
+        return QueryOutcome(
+            Status.INVALID_REQUEST, f"exclude_ids {unknown} are not instances of the visit-2 map", **fields
+        )
+    excluded = frozenset(uid_of[i] for i in request.exclude_ids)
+    map1 = visit1.instance_map if visit1 is not None else None
+    try:
+        prediction = _run_arm(agent, arm, map1, visit2.instance_map, query, seed, excluded)
+    except (GroundingError, AssociationError) as err:
+        return QueryOutcome(Status.NO_MAP, f"the maps cannot answer queries: {err}", **fields)
+    ids1 = visit1.ids if visit1 is not None else {}
+    wire1 = next((ids1[u] for u in prediction.instance_ids if u in ids1), -1)
+    wire2 = next((visit2.ids[u] for u in prediction.instance_ids if u in visit2.ids), -1)
+    return QueryOutcome(
+        status=Status.ABSTAINED if prediction.abstained else Status.ANSWERED,
+        explanation=prediction.explanation,
+        point=prediction.point,
+        instance_visit1=wire1,
+        instance_visit2=wire2,
+        confidence=min(max(float(prediction.confidence), 0.0), 1.0),
+        prediction=prediction,
+        **fields,
+    )

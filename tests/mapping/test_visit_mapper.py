@@ -1,0 +1,53 @@
+"""The per-visit mapper behind mapping_node: open, feed, finish."""
+
+import pytest
+
+from ovman_core.config import load_config
+from ovman_mapping.fusion import build_map
+from ovman_mapping.visit_mapper import VisitError, VisitMapper
+
+from .scenes import OneHotEncoder, look_around, on_floor, tour
+
+CONFIG = load_config().mapping_node
+SCENE = [
+    on_floor("Vase_1", "Vase", 0.0, 3.0, size=(0.3, 0.5, 0.3), colour=(220, 200, 30)),
+    on_floor("Chair_1", "Chair", 3.0, -3.0, colour=(200, 30, 30)),
+]
+FRAMES = tour(SCENE, look_around(0.0, 0.0))
+
+
+@pytest.fixture
+def mapper():
+    return VisitMapper(CONFIG, OneHotEncoder(["Vase", "Chair"]))
+
+
+def test_a_finished_visit_is_the_map_of_its_frames_with_their_stamps(mapper):
+    mapper.start(2)
+    for n, observation in enumerate(FRAMES):
+        assert mapper.add(observation, 1_000 + n)
+    instance_map, stamps = mapper.finish(2)
+    reference = build_map(FRAMES, CONFIG, OneHotEncoder(["Vase", "Chair"]), visit=2)
+    assert stamps == [1_000 + n for n in range(len(FRAMES))]
+    assert [(i.uid, i.label, i.position) for i in instance_map] == [(i.uid, i.label, i.position) for i in reference]
+    assert mapper.visit is None and mapper.frames == 0
+
+
+def test_frames_outside_a_visit_are_counted_and_dropped(mapper):
+    assert not mapper.add(FRAMES[0], 1)
+    mapper.start(1)
+    mapper.add(FRAMES[0], 2)
+    mapper.start(1)  # starting again drops what the visit had
+    assert mapper.frames == 0 and mapper.unassigned == 1
+
+
+def test_visit_requests_that_do_not_fit_the_state_are_refused(mapper):
+    with pytest.raises(VisitError, match="no visit is open"):
+        mapper.finish(1)
+    with pytest.raises(VisitError, match="visit must be 1 or 2"):
+        mapper.start(3)
+    mapper.start(1)
+    with pytest.raises(VisitError, match="visit 1 is open"):
+        mapper.finish(2)
+    mapper.add(FRAMES[0], 5)
+    with pytest.raises(VisitError, match="stamps must increase"):
+        mapper.add(FRAMES[1], 5)

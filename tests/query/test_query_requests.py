@@ -1,0 +1,183 @@
+"""Answering /ovman/query requests from held maps (query_node's core), and the change set it publishes."""
+
+import dataclasses
+
+import pytest
+
+from ovman_core.config import load_config
+from ovman_core.relations import Relation
+from ovman_query import arms
+from ovman_query.agent import ReferenceAgent, query_of
+from ovman_query.change_set import ChangeKind, change_set
+from ovman_query.query_requests import (
+    CachingAgent,
+    QueryRequest,
+    Status,
+    VisitMap,
+    answer_query,
+    resolve_category,
+)
+from ovman_query.surface_forms import category_vocabulary
+
+from .maps import AXES, instance, instance_map
+from .scenes import OneHotEncoder
+
+CONFIG = load_config()
+# Visit 1: two vases, a chair. Visit 2: vase v1:0 moved 4 m, vase v1:1 stayed, the chair gone, a sofa new.
+MAP1 = instance_map(
+    1,
+    instance("v1:0", "Vase", 0.0, 0.0, hue=0),
+    instance("v1:1", "Vase", 5.0, 5.0, hue=1),
+    instance("v1:2", "Chair", 3.0, 0.0, hue=2),
+)
+MAP2 = instance_map(
+    2,
+    instance("v2:0", "Vase", 0.0, 4.0, hue=0),
+    instance("v2:1", "Vase", 5.0, 5.0, hue=1),
+    instance("v2:2", "Sofa", 3.0, 3.0, hue=3),
+)
+# Wire ids deliberately differ from the uids' numbers: the outcome must use the wire ids.
+VISIT1 = VisitMap(MAP1, {"v1:0": 10, "v1:1": 11, "v1:2": 12}, stamp_ns=100)
+VISIT2 = VisitMap(MAP2, {"v2:0": 20, "v2:1": 21, "v2:2": 22}, stamp_ns=200)
+SEED = 3
+
+
+@pytest.fixture(scope="module")
+def agent():
+    return ReferenceAgent(CONFIG, OneHotEncoder(AXES))
+
+
+def ask(agent, visit1=VISIT1, visit2=VISIT2, **fields):
+    return answer_query(agent, visit1, visit2, QueryRequest(**fields), SEED)
+
+
+def test_a_category_query_is_answered_with_the_point_and_wire_ids_of_the_reference_agent(agent):
+    outcome = ask(agent, category="Vase", relation="moved")
+    expected = agent.answer(MAP1, MAP2, query_of("vase", Relation.MOVED, "Vase"))
+    assert outcome.status is Status.ANSWERED and outcome.point == expected.point == (0.0, 4.0)
+    assert (outcome.instance_visit1, outcome.instance_visit2) == (10, 20)
+    assert (outcome.relation, outcome.noun_phrase, outcome.arm) == ("moved", "vase", "two_visit")
+    assert 0.0 <= outcome.confidence <= 1.0 and outcome.explanation == expected.explanation
+
+
+def test_free_text_is_parsed_and_an_unparseable_text_fails(agent):
+    outcome = ask(agent, text="go to where the vase used to be")
+    assert outcome.status is Status.ANSWERED and outcome.point == (0.0, 0.0) and outcome.relation == "former"
+    failed = ask(agent, text="flibber the jabberwock")
+    assert failed.status is Status.PARSE_FAILED and failed.point is None and "cannot parse" in failed.explanation
+
+
+def test_nothing_of_the_kind_changed_is_an_abstention(agent):
+    outcome = ask(agent, category="Vase", relation="removed")
+    assert outcome.status is Status.ABSTAINED and outcome.point is None
+    assert (outcome.instance_visit1, outcome.instance_visit2) == (-1, -1)
+
+
+def test_removed_and_appeared_name_the_instance_of_their_own_visit(agent):
+    removed = ask(agent, category="chair", relation="removed")
+    appeared = ask(agent, category="couch", relation="appeared")
+    assert (removed.instance_visit1, removed.instance_visit2, removed.point) == (12, -1, (3.0, 0.0))
+    assert (appeared.instance_visit1, appeared.instance_visit2, appeared.point) == (-1, 22, (3.0, 3.0))
+
+
+def test_every_served_arm_is_its_function_in_arms(agent):
+    query = query_of("vase", Relation.MOVED, "Vase")
+    expected = {
+        "two_visit": arms.two_visit(agent, MAP1, MAP2, query),
+        "oracle_grounding": arms.oracle_grounding(agent, MAP1, MAP2, query),
+        "single_visit": arms.single_visit(agent, MAP2, query, SEED),
+        "category_only": arms.category_only(agent, MAP2, query),
+    }
+    for arm, prediction in expected.items():
+        outcome = ask(agent, category="Vase", relation="moved", arm=arm)
+        assert outcome.prediction == prediction and outcome.arm == arm
+
+
+def test_visit2_only_arms_need_only_the_visit2_map(agent):
+    assert ask(agent, visit1=None, category="Vase", relation="moved", arm="category_only").status is Status.ANSWERED
+    outcome = ask(agent, visit1=None, category="Vase", relation="moved")
+    assert outcome.status is Status.NO_MAP and "visit-1 map" in outcome.explanation
+
+
+def test_maps_that_cannot_belong_together_are_no_map(agent):
+    stale = dataclasses.replace(VISIT2, stamp_ns=50)
+    assert "not newer" in ask(agent, visit2=stale, category="Vase", relation="moved").explanation
+    other = VisitMap(dataclasses.replace(MAP2, encoder="clip:ViT-B-32"), VISIT2.ids, 200)
+    outcome = ask(agent, visit2=other, category="Vase", relation="moved")
+    assert outcome.status is Status.NO_MAP and "same encoder" in outcome.explanation
+    assert ask(agent, visit1=None, visit2=None, category="Vase", relation="moved").status is Status.NO_MAP
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"category": "Vase", "relation": "teleported"},
+        {"category": "Vase", "relation": "moved", "arm": "psychic"},
+        {"category": "Vase", "relation": "moved", "arm": "oracle_positions"},
+        {"category": "Vase", "relation": "moved", "arm": "given_answer"},
+        {"text": "where was the vase", "relation": "former"},
+        {"category": "Vase"},
+        {},
+        {"category": "Vase", "relation": "moved", "exclude_ids": (99,)},
+    ],
+)
+def test_malformed_requests_are_invalid_with_a_reason(agent, fields):
+    outcome = ask(agent, **fields)
+    assert outcome.status is Status.INVALID_REQUEST and outcome.point is None and outcome.explanation
+
+
+def test_excluded_instances_are_never_the_answer(agent):
+    # The moved pair is excluded: no other vase moved, so the two-visit arm abstains.
+    assert ask(agent, category="Vase", relation="moved", exclude_ids=(20,)).status is Status.ABSTAINED
+    stable = ask(agent, category="Vase", relation="stable", exclude_ids=(20,))
+    assert stable.instance_visit2 == 21
+    assert ask(agent, category="Vase", relation="stable", exclude_ids=(21,)).status is Status.ABSTAINED
+    for arm in ("category_only", "single_visit"):
+        outcome = ask(agent, category="Vase", relation="moved", arm=arm, exclude_ids=(21,))
+        assert outcome.instance_visit2 == 20, arm
+    grounded = ask(agent, category="Vase", relation="moved", arm="oracle_grounding", exclude_ids=(20,))
+    assert grounded.status is Status.ABSTAINED
+
+
+def test_requested_categories_resolve_by_label_or_surface_name():
+    vocabulary = category_vocabulary()
+    assert resolve_category(vocabulary, "CoffeeTable") == ("coffee table", "CoffeeTable")
+    assert resolve_category(vocabulary, "  Couch ") == ("couch", "Sofa")
+    assert resolve_category(vocabulary, "Gizmo") == ("gizmo", "Gizmo")
+
+
+def test_the_change_set_classifies_every_pair_and_unmatched_instance(agent):
+    moving = dataclasses.replace(MAP2, instances=(*MAP2.instances, instance("v2:3", "Box", 8.0, 8.0, moving=True)))
+    association = agent.associate(MAP1, moving)
+    changes = {
+        (c.uid1, c.uid2): c for c in change_set(MAP1, moving, association, CONFIG.task, CONFIG.query_node.association)
+    }
+    assert changes[("v1:0", "v2:0")].kind is ChangeKind.MOVED and changes[("v1:0", "v2:0")].displacement == 4.0
+    assert changes[("v1:1", "v2:1")].kind is ChangeKind.STAYED
+    assert changes[("v1:2", None)].kind is ChangeKind.REMOVED and changes[("v1:2", None)].position2 is None
+    assert changes[(None, "v2:2")].kind is ChangeKind.APPEARED and changes[(None, "v2:2")].label == "Sofa"
+    assert changes[(None, "v2:3")].kind is ChangeKind.MOVING
+    assert changes[("v1:2", None)].cost == CONFIG.query_node.association.relocation_max_dissimilarity
+
+
+def test_the_caching_agent_answers_like_the_reference_agent_and_associates_once_per_map_pair(agent):
+    caching = CachingAgent(CONFIG, OneHotEncoder(AXES))
+    calls = []
+    original = ReferenceAgent.associate
+
+    def counting(self, map1, map2):
+        calls.append((map1.visit, map2.visit))
+        return original(self, map1, map2)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ReferenceAgent, "associate", counting)
+        for relation in Relation:
+            request = QueryRequest(category="Vase", relation=relation.value)
+            assert answer_query(caching, VISIT1, VISIT2, request, SEED) == answer_query(
+                agent, VISIT1, VISIT2, request, SEED
+            )
+        caching_calls = len(calls) - len(Relation)  # the reference agent associates on every query
+        assert caching_calls == 1
+        other = dataclasses.replace(MAP2, instances=MAP2.instances[:2])
+        caching.associate(MAP1, other)
+        assert len(calls) == len(Relation) + 2

@@ -1,0 +1,226 @@
+"""Message conversions of mapping_node and query_node (ovman_mapping.map_messages,
+ovman_query.query_messages), checked without a graph."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+try:
+    from builtin_interfaces.msg import Time
+    from visualization_msgs.msg import Marker
+
+    from ovman_interfaces.msg import InstanceChange
+    from ovman_interfaces.srv import Query
+    from ovman_mapping.map_messages import (
+        BOX_NAMESPACE,
+        LABEL_NAMESPACE,
+        MapMessageError,
+        camera_from_pose,
+        check_marker_style,
+        instance_map_from_msg,
+        instance_map_msg,
+        map_markers,
+        observation_from_bundle,
+    )
+    from ovman_query.query_messages import answer_markers, change_set_msg, check_answer_style, response_msg
+    from ovman_sim.messages import bundle_messages
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
+    ) from error
+
+from ovman_core.boxes import Box3
+from ovman_core.camera import Intrinsics
+from ovman_core.config import ConfigError, load_config
+from ovman_core.frames import thor_to_ros_point
+from ovman_core.world_state import AgentPose, WorldState
+from ovman_mapping.instances import Instance, InstanceMap, Sighting
+from ovman_query.change_set import Change, ChangeKind
+from ovman_query.query_requests import QueryOutcome, Status
+from ovman_sim import bundle
+from ovman_sim.world import Observation
+
+pytestmark = pytest.mark.ros
+
+CONFIG = load_config()
+FRAMES = CONFIG.frames
+INTRINSICS = Intrinsics.from_vertical_fov(16, 12, 90.0)
+STAMP = Time(sec=7, nanosec=5)
+
+
+def observation(yaw_deg: float, horizon_deg: float, seed: int = 0) -> Observation:
+    rng = np.random.default_rng(seed)
+    h, w = INTRINSICS.height, INTRINSICS.width
+    depth = rng.uniform(0.2, 6.0, (h, w)).astype(np.float32)
+    depth[0, :3] = np.nan
+    pose = AgentPose(x=1.0 / 3.0, z=-2.75, yaw_deg=yaw_deg, horizon_deg=horizon_deg)
+    return Observation(
+        rgb=rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
+        depth=depth,
+        segments=rng.integers(0, 3, (h, w), dtype=np.int32),
+        segment_labels={1: "Vase", 2: "Chair"},
+        segment_instances={1: "Vase_1", 2: "Chair_4"},
+        pose=pose,
+        camera_position=(pose.x, 1.576, pose.z),
+        intrinsics=INTRINSICS,
+        step=41,
+    )
+
+
+def from_bundle(messages) -> Observation:
+    return observation_from_bundle(
+        messages.rgb,
+        messages.depth,
+        messages.instances,
+        bundle.parse_labels_json(messages.labels.data),
+        messages.camera_info,
+        messages.camera_pose,
+        FRAMES.map,
+    )
+
+
+@pytest.mark.parametrize(("yaw", "horizon"), [(0.0, 30.0), (90.0, 0.0), (180.0, -30.0), (270.0, 60.0)])
+def test_a_bundle_becomes_the_observation_it_was_made_of_without_ground_truth(yaw, horizon):
+    original = observation(yaw, horizon)
+    got = from_bundle(bundle_messages(original, WorldState.of([]), 4_100_000_000, FRAMES))
+    assert got.pose == original.pose and got.camera_position == original.camera_position
+    assert got.intrinsics == original.intrinsics and got.step == original.step
+    assert got.segment_labels == original.segment_labels and got.segment_instances == {}
+    assert np.array_equal(got.rgb, original.rgb) and np.array_equal(got.segments, original.segments)
+    assert np.array_equal(got.depth, original.depth, equal_nan=True) and got.depth.dtype == np.float32
+
+
+def test_any_level_camera_pose_is_recovered_to_float_precision():
+    for yaw, horizon in ((12.345678, 17.5), (359.9, -29.0), (200.0, 45.25)):
+        messages = bundle_messages(observation(yaw, horizon), WorldState.of([]), 1, FRAMES)
+        position, got_yaw, got_horizon = camera_from_pose(messages.camera_pose, FRAMES.map)
+        assert got_yaw == pytest.approx(yaw, abs=1e-8) and got_horizon == pytest.approx(horizon, abs=1e-8)
+        assert position == (1.0 / 3.0, 1.576, -2.75)
+
+
+def test_unusable_camera_poses_and_images_are_refused():
+    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
+    wrong_frame = dataclasses.replace(messages)
+    wrong_frame.camera_pose.header.frame_id = "odom"
+    with pytest.raises(MapMessageError, match="expected 'map'"):
+        camera_from_pose(wrong_frame.camera_pose, FRAMES.map)
+    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
+    orientation = messages.camera_pose.pose.orientation
+    # Turn the camera about its own viewing axis (optical z): a roll.
+    rolled = Rotation.from_quat((orientation.x, orientation.y, orientation.z, orientation.w)) * Rotation.from_rotvec(
+        (0.0, 0.0, 0.2)
+    )
+    orientation.x, orientation.y, orientation.z, orientation.w = rolled.as_quat()
+    with pytest.raises(MapMessageError, match="rolled"):
+        camera_from_pose(messages.camera_pose, FRAMES.map)
+    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
+    messages.camera_info.width = 32
+    with pytest.raises(MapMessageError, match="expected rgb8 32x12"):
+        from_bundle(messages)
+
+
+def core_instance(uid: str, centre: tuple[float, float, float], moving: bool = False) -> Instance:
+    box = Box3.from_center_size(centre, (0.3, 0.5, 0.4))
+    return Instance(
+        uid=uid,
+        position=centre,
+        box=box,
+        points=np.array([box.lo, box.hi]),
+        feature=np.array([0.6, 0.0, 0.8]),
+        colour=np.array([0.25, 0.75, 0.0, 0.0]),
+        labels={"Vase": 0.75, "Bottle": 0.25},
+        sightings=(Sighting(0, 3, centre, 50), Sighting(2, 9, centre, 80)),
+        moving=moving,
+    )
+
+
+MAP = InstanceMap(
+    visit=2,
+    instances=(core_instance("v2:0", (1.0 / 3.0, 0.25, -2.0)), core_instance("v2:1", (4.0, 0.7, 0.1), moving=True)),
+    encoder="label:test",
+)
+FRAME_STAMPS = [1_000_000_000, 1_100_000_000, 1_300_000_000]
+
+
+def test_an_instance_map_round_trips_through_its_message_in_rep103():
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    assert message.header.frame_id == FRAMES.map and message.visit == 2 and message.encoder == "label:test"
+    item = message.instances[0]
+    assert item.id == 0 and item.label == "Vase" and list(item.label_candidates) == ["Vase", "Bottle"]
+    assert (item.centroid.x, item.centroid.y, item.centroid.z) == thor_to_ros_point(MAP.instances[0].position)
+    assert item.box_min.x <= item.box_max.x and item.box_min.y <= item.box_max.y
+    assert (item.first_seen.sec, item.first_seen.nanosec, item.last_seen.nanosec) == (1, 0, 300_000_000)
+    assert item.num_observations == 2 and list(item.colour_histogram) == [0.25, 0.75, 0.0, 0.0]
+    back, ids = instance_map_from_msg(message)
+    assert ids == {"v2:0": 0, "v2:1": 1} and back.visit == 2 and back.encoder == "label:test"
+    for got, sent in zip(back, MAP, strict=True):
+        assert got.position == sent.position and got.box == sent.box
+        assert got.labels == sent.labels and got.moving == sent.moving and len(got.sightings) == 2
+        assert np.allclose(got.feature, sent.feature, atol=1e-7) and np.allclose(got.colour, sent.colour)
+    assert back.instances[0].last_step > back.instances[0].first_step  # stamps keep the order of sightings
+
+
+def test_maps_the_query_cannot_use_are_refused():
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    message.instances[1].id = 0
+    with pytest.raises(MapMessageError, match="appears twice"):
+        instance_map_from_msg(message)
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    message.instances[0].feature = []
+    with pytest.raises(MapMessageError, match="needs every feature"):
+        instance_map_from_msg(message)
+    with pytest.raises(MapMessageError, match="frame stamps"):
+        instance_map_msg(MAP, FRAME_STAMPS[:2], FRAMES.map, STAMP)
+
+
+def test_map_markers_start_with_deleteall_and_give_each_instance_a_box_and_a_label():
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    style = CONFIG.mapping_node.markers
+    markers = map_markers(message, style).markers
+    assert markers[0].action == Marker.DELETEALL and len(markers) == 5
+    boxes = [m for m in markers if m.ns == BOX_NAMESPACE.format(visit=2)]
+    labels = [m for m in markers if m.ns == LABEL_NAMESPACE.format(visit=2)]
+    assert [m.id for m in boxes] == [m.id for m in labels] == [0, 1]
+    assert boxes[0].scale.z == pytest.approx(0.5) and labels[0].pose.position.z > message.instances[0].box_max.z
+    assert [boxes[0].color.r, boxes[1].color.r] == pytest.approx([style.visit2_rgb[0], style.moving_rgb[0]])
+    assert labels[1].text.endswith("(moving)")
+    with pytest.raises(ConfigError, match="moving_rgb"):
+        check_marker_style(dataclasses.replace(style, moving_rgb=[1.0, 0.0]))
+
+
+def test_query_outcomes_fill_the_response_and_the_answer_markers():
+    answered = QueryOutcome(Status.ANSWERED, "why", "two_visit", "moved", "vase", (1.5, -2.0), 3, 4, 0.9)
+    response = response_msg(answered, FRAMES.map, STAMP, Query.Response())
+    assert response.status == Query.Response.ANSWERED and response.answered
+    assert (response.goal.point.x, response.goal.point.y, response.goal.point.z) == thor_to_ros_point((1.5, 0.0, -2.0))
+    assert response.goal.header.frame_id == FRAMES.map and (response.instance_visit1, response.instance_visit2) == (
+        3,
+        4,
+    )
+    markers = answer_markers(answered, 1.0, CONFIG.query_node.markers, FRAMES.map, STAMP).markers
+    assert [m.action for m in markers] == [Marker.DELETEALL, Marker.ADD, Marker.ADD]
+    assert markers[1].scale.x == 2.0 and markers[1].pose.position.x == response.goal.point.x
+
+    abstained = QueryOutcome(Status.ABSTAINED, "nothing fits", "two_visit", "removed", "vase")
+    response = response_msg(abstained, FRAMES.map, STAMP, Query.Response())
+    assert response.status == Query.Response.ABSTAINED and not response.answered and response.goal.header.frame_id == ""
+    assert (response.instance_visit1, response.instance_visit2) == (-1, -1)
+    assert len(answer_markers(abstained, 1.0, CONFIG.query_node.markers, FRAMES.map, STAMP).markers) == 1
+    with pytest.raises(ConfigError, match=r"markers\.rgb"):
+        check_answer_style(dataclasses.replace(CONFIG.query_node.markers, rgb=[2.0, 0.0, 0.0]))
+
+
+def test_the_change_set_message_carries_wire_ids_and_minus_one_where_absent():
+    changes = [
+        Change(ChangeKind.MOVED, "Vase", "v1:0", "v2:5", (0.0, 0.3, 0.0), (0.0, 0.3, 4.0), 4.0, 0.01),
+        Change(ChangeKind.REMOVED, "Chair", "v1:1", None, (3.0, 0.3, 0.0), None, 0.0, 0.3),
+    ]
+    message = change_set_msg(changes, {"v1:0": 0, "v1:1": 1}, {"v2:5": 5}, FRAMES.map, STAMP)
+    moved, removed = message.changes
+    assert (moved.kind, moved.id_visit1, moved.id_visit2) == (InstanceChange.MOVED, 0, 5)
+    assert moved.position_visit2.x == pytest.approx(4.0) and moved.displacement == pytest.approx(4.0)
+    assert (removed.kind, removed.id_visit1, removed.id_visit2) == (InstanceChange.REMOVED, 1, -1)

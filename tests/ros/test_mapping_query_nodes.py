@@ -1,0 +1,425 @@
+"""mapping_node and query_node over a real DDS graph, fed a recorded episode by sim_node.
+
+Two visits of an embedded home are recorded here (a vase moved 4+ m, a chair removed between
+them). sim_node, mapping_node and query_node run as processes; this process opens each visit on
+mapping_node, has sim_node replay its recording, finishes the visit, and queries /ovman/query.
+Every answer must equal the pure reference agent's on the same recordings, in this process: same
+status, same point, same instance ids.
+
+Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh)
+and the label encoder's MiniLM package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from visualization_msgs.msg import Marker, MarkerArray
+
+    from ovman_interfaces.msg import ChangeSet, InstanceChange
+    from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
+    from ovman_interfaces.srv import LoadVisit, MapVisit, PlayTour, Query
+    from ovman_mapping.map_messages import BOX_NAMESPACE, LABEL_NAMESPACE, MAP_TOPIC, MARKERS_TOPIC
+    from ovman_query.query_messages import ANSWER_MARKERS_TOPIC, CHANGES_TOPIC, QUERY_SERVICE
+    from ovman_query.query_node import LATCHED
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
+    ) from error
+
+from ovman_core.config import load_config
+from ovman_core.frames import thor_to_ros_point
+from ovman_core.relations import Relation
+from ovman_mapping.instances import InstanceMap
+from ovman_query.agent import ReferenceAgent, query_of
+from ovman_query.arms import category_only, oracle_grounding, single_visit
+from ovman_query.decisions import Prediction
+from ovman_sim.embedded import EmbeddedWorld
+from ovman_sim.recording import VisitInfo, VisitWriter, read_visit
+from ovman_sim.tours import tour_observations
+from ovman_sim.world import MoveObject, RemoveObject
+
+from .conftest import private_domain_id
+
+pytestmark = pytest.mark.ros
+
+CONFIG = load_config()
+SCENE = "embedded-11"  # two rooms, 30 objects: a full coverage tour is ~55 frames
+MOVED_ID, MOVED_TO = "Vase_1", (7.79, 0.865, 1.777)  # 5.1 m from where it stood in visit 1
+REMOVED_ID = "Chair_1"
+# Node start-up loads MiniLM (~10 s alone, more with three processes on two cores) and discovery
+# has multi-second tails (notes/ros2-from-pypi.md): be generous.
+START_TIMEOUT_S = 90.0
+CALL_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+
+
+# ---- the recorded episode and the in-process reference ----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    recordings: tuple[Path, Path]
+    frames: tuple[int, int]
+    agent: ReferenceAgent
+    maps: tuple[InstanceMap, InstanceMap]
+
+
+def record_episode(directory: Path) -> tuple[tuple[Path, Path], tuple[int, int]]:
+    sim = CONFIG.sim_node
+    world = EmbeddedWorld(sim)
+    world.reset(SCENE)
+    paths, counts = [], []
+    for visit in (1, 2):
+        if visit == 2:
+            assert world.apply_change(MoveObject(MOVED_ID, MOVED_TO)).success
+            assert world.apply_change(RemoveObject(REMOVED_ID)).success
+        path = directory / f"visit{visit}"
+        with VisitWriter(path, VisitInfo(SCENE, visit, sim.node.step_dt, CONFIG.frames)) as writer:
+            for observation in tour_observations(world, sim.tour, sim.world):
+                writer.write(observation, world.objects())
+            counts.append(writer.frame_count)
+        paths.append(path)
+    world.close()
+    return (paths[0], paths[1]), (counts[0], counts[1])
+
+
+# ---- processes and the probe ------------------------------------------------------------------
+
+
+class Process:
+    """A node subprocess and its combined stdout/stderr log."""
+
+    def __init__(self, name: str, module: str, parameters: list[str], log_dir: Path) -> None:
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        command = [sys.executable, "-m", module, "--ros-args"]
+        for parameter in parameters:
+            command += ["-p", parameter]
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(command, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
+
+    def diagnosis(self) -> str:
+        code = self.process.poll()
+        state = "still running" if code is None else f"exited with code {code}"
+        return f"{self.name} {state}; its output:\n{self.log_path.read_text(errors='replace')[-4000:]}"
+
+    def signal(self, sig: int) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+
+
+def stop_all(processes: list[Process]) -> None:
+    """SIGINT to all (a clean exit), then SIGTERM, then SIGKILL to those still running."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        for process in processes:
+            process.signal(sig)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for process in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        if all(p.process.poll() is not None for p in processes):
+            return
+
+
+class Probe:
+    """A node in this process: service clients and latched subscriptions of the graph."""
+
+    def __init__(self, context: Context, processes: list[Process]) -> None:
+        self.processes = processes
+        self.node = rclpy.create_node("mapping_query_probe", context=context)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.clients = {
+            "load_visit": self.node.create_client(LoadVisit, "/sim_node/load_visit"),
+            "play_tour": self.node.create_client(PlayTour, "/sim_node/play_tour"),
+            "start_visit": self.node.create_client(MapVisit, "/mapping_node/start_visit"),
+            "finish_visit": self.node.create_client(MapVisit, "/mapping_node/finish_visit"),
+            "query": self.node.create_client(Query, QUERY_SERVICE),
+        }
+        self.latched: dict[str, Any] = {}
+
+    def subscribe_latched(self, topic: str, kind: type) -> None:
+        def keep(message: Any) -> None:
+            self.latched[topic] = message
+
+        self.node.create_subscription(kind, topic, keep, LATCHED)
+
+    def diagnosis(self) -> str:
+        return "\n".join(p.diagnosis() for p in self.processes)
+
+    def spin_until(self, condition: Callable[[], Any], what: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"{what} within {timeout} s; {self.diagnosis()}"
+            for process in self.processes:
+                assert process.process.poll() is None, f"{what}: {process.diagnosis()}"
+            self.executor.spin_once(timeout_sec=0.1)
+
+    def call(self, name: str, request: Any) -> Any:
+        future = self.clients[name].call_async(request)
+        self.spin_until(future.done, f"{name} answered", CALL_TIMEOUT_S)
+        return future.result()
+
+    def query(self, **fields: Any) -> Query.Response:
+        return self.call("query", Query.Request(**fields))
+
+    def query_until(self, accept: Callable[[Query.Response], bool], what: str) -> Query.Response:
+        """Ask (Vase, moved) until ``accept`` holds for the answer; returns that answer."""
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while not accept(response := self.query(category="Vase", relation="moved")):
+            assert time.monotonic() < deadline, f"query_node holding {what}: {response.explanation}"
+            self.executor.spin_once(timeout_sec=0.05)  # paces the polling; the condition is the answer itself
+        return response
+
+    def close(self) -> None:
+        self.executor.remove_node(self.node)
+        self.executor.shutdown()
+        self.node.destroy_node()
+
+
+@dataclasses.dataclass
+class Graph:
+    probe: Probe
+    episode: Episode
+    before_maps: Query.Response
+    after_visit1: Query.Response
+    finished: tuple[MapVisit.Response, MapVisit.Response]
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
+    """The three nodes with the recorded episode mapped; queries taken before and between visits."""
+    directory = tmp_path_factory.mktemp("mapping_query")
+    log_dir = directory / "ros_log"
+    log_dir.mkdir()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        env.setenv("ROS_DOMAIN_ID", str(private_domain_id(os.getpid())))
+        env.setenv("ROS_LOG_DIR", str(log_dir))
+        env.setenv("HF_HUB_OFFLINE", "1")
+        # Three processes load torch on a small machine: one math thread each keeps them from thrashing
+        # (multi-threaded BLAS spin-waits make small matrix products ~100x slower under load).
+        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env.setenv(name, "1")
+        env.delenv("ROS_STATIC_PEERS", raising=False)
+        processes = [
+            Process("sim_node", "ovman_sim.sim_node", [], directory),
+            Process("mapping_node", "ovman_mapping.mapping_node", [], directory),
+            Process("query_node", "ovman_query.query_node", [], directory),
+        ]
+        context = Context()
+        rclpy.init(context=context)
+        probe = None
+        try:
+            # While the nodes start: the recordings, and the reference agent's maps of them.
+            recordings, frames = record_episode(directory)
+            agent = ReferenceAgent(CONFIG)
+            maps = tuple(agent.build_map((f.observation for f in read_visit(recordings[v])), v + 1) for v in (0, 1))
+            episode = Episode(recordings, frames, agent, maps)  # type: ignore[arg-type]
+
+            probe = Probe(context, processes)
+            probe.spin_until(
+                lambda: all(c.service_is_ready() for c in probe.clients.values()), "every service", START_TIMEOUT_S
+            )
+            before_maps = probe.query(category="Vase", relation="moved")
+            finished = []
+            for visit, (recording, count) in enumerate(zip(recordings, frames, strict=True), start=1):
+                started = probe.call("start_visit", MapVisit.Request(visit=visit))
+                assert started.success, started.message
+                loaded = probe.call("load_visit", LoadVisit.Request(recording=str(recording)))
+                assert loaded.success and loaded.frame_count == count, loaded.message
+                played = probe.call("play_tour", PlayTour.Request())
+                assert played.success and played.frames == count, played.message
+                done = probe.call("finish_visit", MapVisit.Request(visit=visit, expected_frames=count))
+                assert done.success, f"{done.message}\n{probe.diagnosis()}"
+                finished.append(done)
+                # The map reaches query_node shortly after finish_visit returns: ask until it holds it.
+                if visit == 1:
+                    after_visit1 = probe.query_until(lambda r: "visit-2 map" in r.explanation, "the visit-1 map")
+                else:
+                    probe.query_until(lambda r: r.status != Query.Response.NO_MAP, "the visit-2 map")
+            yield Graph(probe, episode, before_maps, after_visit1, (finished[0], finished[1]))
+        finally:
+            if probe is not None:
+                probe.close()
+            stop_all(processes)
+            context.try_shutdown()
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+Outcome = tuple[int, tuple[float, float, float] | None, int, int]
+"""(status, goal point in map, visit-1 id, visit-2 id) of a query."""
+
+
+def expected_response(episode: Episode, prediction: Prediction) -> Outcome:
+    """(status, goal point in map, visit-1 id, visit-2 id) the service must return for ``prediction``."""
+    map1, map2 = episode.maps
+    index1 = {i.uid: n for n, i in enumerate(map1)}
+    index2 = {i.uid: n for n, i in enumerate(map2)}
+    id1 = next((index1[u] for u in prediction.instance_ids if u in index1), -1)
+    id2 = next((index2[u] for u in prediction.instance_ids if u in index2), -1)
+    if prediction.abstained:
+        return Query.Response.ABSTAINED, None, id1, id2
+    x, z = prediction.point
+    return Query.Response.ANSWERED, thor_to_ros_point((x, 0.0, z)), id1, id2
+
+
+def observed_response(response: Query.Response) -> Outcome:
+    goal = response.goal.point
+    point = (goal.x, goal.y, goal.z) if response.answered else None
+    return response.status, point, response.instance_visit1, response.instance_visit2
+
+
+def latched(probe: Probe, topic: str, kind: type) -> Any:
+    probe.subscribe_latched(topic, kind)
+    probe.spin_until(lambda: topic in probe.latched, f"latched {topic}", CALL_TIMEOUT_S)
+    return probe.latched[topic]
+
+
+# ---- tests ------------------------------------------------------------------------------------
+
+
+def test_queries_before_the_maps_needed_have_arrived_are_no_map(graph: Graph):
+    assert graph.before_maps.status == Query.Response.NO_MAP and not graph.before_maps.answered
+    assert "visit-1 map" in graph.before_maps.explanation
+    assert graph.after_visit1.status == Query.Response.NO_MAP
+    assert "visit-2 map" in graph.after_visit1.explanation
+    assert (graph.after_visit1.relation, graph.after_visit1.noun_phrase) == ("moved", "vase")
+
+
+def test_finish_visit_fuses_every_played_frame_into_a_map_like_the_in_process_one(graph: Graph):
+    for visit, done in enumerate(graph.finished, start=1):
+        assert done.frames == graph.episode.frames[visit - 1]
+        assert done.instances == len(graph.episode.maps[visit - 1]) > 0
+        message = latched(graph.probe, MAP_TOPIC.format(visit=visit), InstanceMapMsg)
+        reference = graph.episode.maps[visit - 1]
+        assert message.visit == visit and message.header.frame_id == CONFIG.frames.map
+        assert message.encoder == reference.encoder
+        assert [i.id for i in message.instances] == list(range(len(reference)))
+        for item, instance in zip(message.instances, reference, strict=True):
+            assert item.label == instance.label
+            assert (item.centroid.x, item.centroid.y, item.centroid.z) == thor_to_ros_point(instance.position)
+            assert item.num_observations == len(instance.sightings) and item.moving == instance.moving
+
+
+def test_map_markers_arrive_latched_with_deleteall_first_and_stable_ids(graph: Graph):
+    for visit in (1, 2):
+        markers = latched(graph.probe, MARKERS_TOPIC.format(visit=visit), MarkerArray).markers
+        count = len(graph.episode.maps[visit - 1])
+        assert markers[0].action == Marker.DELETEALL
+        boxes = [m for m in markers[1:] if m.ns == BOX_NAMESPACE.format(visit=visit)]
+        labels = [m for m in markers[1:] if m.ns == LABEL_NAMESPACE.format(visit=visit)]
+        assert len(markers) == 1 + 2 * count
+        assert [m.id for m in boxes] == [m.id for m in labels] == list(range(count))
+        assert all(m.type == Marker.CUBE and m.scale.x > 0.0 for m in boxes)
+        assert all(m.type == Marker.TEXT_VIEW_FACING and m.text for m in labels)
+
+
+CATEGORY_QUERIES = [("Vase", relation) for relation in Relation] + [
+    ("Chair", Relation.REMOVED),
+    ("Chair", Relation.STABLE),
+]
+
+
+@pytest.mark.parametrize(("category", "relation"), CATEGORY_QUERIES, ids=lambda v: getattr(v, "value", v))
+def test_service_answers_equal_the_in_process_agent(graph: Graph, category: str, relation: Relation):
+    agent, (map1, map2) = graph.episode.agent, graph.episode.maps
+    expected = agent.answer(map1, map2, query_of(category.lower(), relation, category))
+    response = graph.probe.query(category=category, relation=relation.value)
+    assert observed_response(response) == expected_response(graph.episode, expected), response.explanation
+    assert response.answered == (not expected.abstained)
+    assert (response.relation, response.noun_phrase) == (relation.value, category.lower())
+
+
+def test_the_moved_vase_is_answered_at_its_new_place(graph: Graph):
+    response = graph.probe.query(category="Vase", relation="moved")
+    assert response.status == Query.Response.ANSWERED and response.goal.header.frame_id == CONFIG.frames.map
+    x, y, _ = thor_to_ros_point(MOVED_TO)
+    assert math.hypot(response.goal.point.x - x, response.goal.point.y - y) < CONFIG.task.static_gate_radius
+
+
+def test_free_text_and_other_arms_equal_the_in_process_agent(graph: Graph):
+    agent, (map1, map2) = graph.episode.agent, graph.episode.maps
+    text = "go to where the vase used to be"
+    cases = [
+        ({"text": text}, agent.answer(map1, map2, text)),
+        ({"text": "find the chair that is gone"}, agent.answer(map1, map2, "find the chair that is gone")),
+    ]
+    query = query_of("vase", Relation.MOVED, "Vase")
+    cases += [
+        (
+            {"category": "Vase", "relation": "moved", "arm": "oracle_grounding"},
+            oracle_grounding(agent, map1, map2, query),
+        ),
+        ({"category": "Vase", "relation": "moved", "arm": "category_only"}, category_only(agent, map2, query)),
+        (
+            {"category": "Vase", "relation": "moved", "arm": "single_visit"},
+            single_visit(agent, map2, query, CONFIG.query_node.seed),
+        ),
+    ]
+    for fields, expected in cases:
+        response = graph.probe.query(**fields)
+        assert observed_response(response) == expected_response(graph.episode, expected), (fields, response.explanation)
+
+
+def test_unparseable_text_is_parse_failed_and_bad_fields_are_invalid(graph: Graph):
+    failed = graph.probe.query(text="flibber the jabberwock")
+    assert failed.status == Query.Response.PARSE_FAILED and not failed.answered and failed.explanation
+    for fields in (
+        {"category": "Vase", "relation": "teleported"},
+        {"category": "Vase", "relation": "moved", "arm": "psychic"},
+        {"text": "where was the vase", "category": "Vase", "relation": "moved"},
+        {"category": "Vase"},
+        {"category": "Vase", "relation": "moved", "arm": "given_answer"},
+        {"category": "Vase", "relation": "moved", "exclude_ids": [10_000]},
+    ):
+        response = graph.probe.query(**fields)
+        assert response.status == Query.Response.INVALID_REQUEST and not response.answered, fields
+
+
+def test_excluding_the_answer_makes_the_agent_look_elsewhere(graph: Graph):
+    first = graph.probe.query(category="Vase", relation="moved")
+    again = graph.probe.query(category="Vase", relation="moved", exclude_ids=[first.instance_visit2])
+    assert first.answered and again.instance_visit2 != first.instance_visit2
+
+
+def test_change_set_and_answer_marker_are_latched(graph: Graph):
+    agent, (map1, map2) = graph.episode.agent, graph.episode.maps
+    association = agent.associate(map1, map2)
+    changes = latched(graph.probe, CHANGES_TOPIC, ChangeSet).changes
+    index1 = {i.uid: n for n, i in enumerate(map1)}
+    index2 = {i.uid: n for n, i in enumerate(map2)}
+    pairs = {(c.id_visit1, c.id_visit2) for c in changes if c.id_visit1 >= 0 and c.id_visit2 >= 0}
+    assert pairs == {(index1[p.uid1], index2[p.uid2]) for p in association.pairs}
+    assert sorted(c.id_visit1 for c in changes if c.kind == InstanceChange.REMOVED) == sorted(
+        index1[u] for u in association.removed
+    )
+    moved = agent.answer(map1, map2, query_of("vase", Relation.MOVED, "Vase"))
+    kinds = {(c.id_visit1, c.id_visit2): c.kind for c in changes}
+    assert kinds[(index1[moved.instance_ids[0]], index2[moved.instance_ids[1]])] == InstanceChange.MOVED
+
+    answer = graph.probe.query(category="Vase", relation="moved")
+    markers = latched(graph.probe, ANSWER_MARKERS_TOPIC, MarkerArray).markers
+    assert markers[0].action == Marker.DELETEALL
+    disc = markers[1]
+    assert (disc.pose.position.x, disc.pose.position.y) == (answer.goal.point.x, answer.goal.point.y)
+    assert disc.scale.x == pytest.approx(2.0 * CONFIG.task.static_gate_radius)
