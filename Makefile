@@ -61,9 +61,12 @@ test: lint
 	@mkdir -p $(ROS_LOG_DIR)
 	$(PY) -m pytest
 
-benchmark: setup
-	@echo "make benchmark: the benchmark runner lands with issue 7 (ovman benchmark); nothing to run yet." >&2
-	@exit 1
+# The in-process benchmark needs the Python packages only (the ROS interfaces are for the graph).
+# The default dataset is generated once under data/default/<key> (key: request, config, generation
+# code); maps are cached under runs/.cache; every invocation writes a new runs/<stamp>/ with its report.
+benchmark: $(DEPS_STAMP) $(PROJECT_STAMP)
+	@mkdir -p $(ROS_LOG_DIR)
+	$(VENV)/bin/ovman benchmark --default-dataset data/default --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --out runs
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache

@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "record-visit": ("record a scene's coverage tour as a rosbag2/MCAP visit", "ovman_sim.record_command:add"),
     "generate": ("generate a certified episode dataset (Algorithm 1)", "ovman_eval.generate_command:add"),
     "validate": ("check an episode dataset and report every problem", "ovman_eval.validate_command:add"),
+    "benchmark": ("run the benchmark: static gate and embodied runs of every arm", "ovman_eval.benchmark_command:add"),
+    "report": ("(re)write the report of a benchmark run", "ovman_eval.benchmark_command:add_report"),
+    "show": ("draw one episode from above: maps, answer, predictions, path", "ovman_eval.benchmark_command:add_show"),
+    "launch": ("start the ROS 2 benchmark graph as processes (no ros2 launch needed)", "ovman_eval.launch_command:add"),
 }
 
 

@@ -1,0 +1,268 @@
+"""``ovman benchmark``, ``ovman report`` and ``ovman show``: run the benchmark, (re)write its report, draw one episode.
+
+Examples::
+
+    ovman benchmark --dataset data/ovman-single --workers 4 --out runs/
+    ovman benchmark --default-dataset data/default --workers 2 --out runs/   # what `make benchmark` runs
+    ovman benchmark --dataset data/ovman-single --arms two_visit,single_visit --seeds 0,1,2 --static-only
+    ovman report runs/20250101-120000
+    ovman show moved-0003 --dataset data/ovman-single --out moved-0003.png
+
+``--default-dataset ROOT`` generates the default dataset on the embedded world once (sizes in
+``benchmark_node.benchmark.default_*``) under ``ROOT/<key>``, the key covering the generation
+request, the whole configuration and the source of the code that generates episodes; an
+interrupted generation resumes, a finished one is reused. Running the same benchmark command
+again resumes an unfinished run (see :mod:`ovman_eval.runner`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from ovman_core.config import ConfigError, OvmanConfig, load_config, to_document
+from ovman_core.relations import Relation
+from ovman_eval.results import ResultsError
+
+GENERATION_SOURCES = (
+    ("ovman_core", None),
+    ("ovman_sim", None),
+    ("ovman_nav", None),
+    ("ovman_query", "surface_forms.py"),
+    ("ovman_eval", "generation.py"),
+    ("ovman_eval", "dataset.py"),
+    ("ovman_eval", "episodes.py"),
+    ("ovman_eval", "admissibility.py"),
+    ("ovman_eval", "answers.py"),
+)
+"""Source files whose content keys the default dataset (None: every .py of the package)."""
+
+
+def _csv_ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+# ---- ovman benchmark ---------------------------------------------------------------------------------
+
+
+def add(parser: argparse.ArgumentParser) -> object:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", help="episode dataset directory (from `ovman generate`)")
+    source.add_argument(
+        "--default-dataset",
+        metavar="ROOT",
+        help="generate (once, cached under ROOT/<key>) and use the default embedded dataset",
+    )
+    parser.add_argument("--arms", help="comma-separated arms, or all (default: benchmark.arms of the config)")
+    parser.add_argument("--seeds", type=_csv_ints, help="comma-separated run seeds (default: benchmark.seeds)")
+    parser.add_argument("--workers", type=int, help="parallel processes (default: benchmark.workers)")
+    parser.add_argument("--out", default="runs", help="folder of run directories (default runs/)")
+    parser.add_argument("--run-dir", help="run (or resume) in exactly this directory instead of OUT/<stamp>")
+    parser.add_argument("--static-only", action="store_true", help="the static gate only (no embodied runs)")
+    parser.add_argument("--cache", help="map cache directory (default OUT/.cache/maps)")
+    parser.add_argument("--no-report", action="store_true", help="do not write report.md/report.html")
+    parser.add_argument("--no-episode-figures", action="store_true", help="report without per-episode figures")
+    parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    return run
+
+
+@functools.lru_cache(maxsize=1)
+def generation_code_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for package, name in GENERATION_SOURCES:
+        folder = Path(importlib.import_module(package).__file__).parent  # type: ignore[arg-type]
+        for path in sorted(folder.glob("*.py")) if name is None else [folder / name]:
+            digest.update(f"{package}/{path.name}\n".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def default_dataset(root: Path, config: OvmanConfig, workers: int, quiet: bool) -> Path:
+    """The default dataset under ``root`` (generated now unless a complete one with the same key exists)."""
+    from ovman_eval.dataset import DatasetError, generate_dataset, read_manifest
+    from ovman_eval.generate_command import ProgressBar, summary_text
+    from ovman_eval.generation import GenerationRequest
+
+    params = config.benchmark_node.benchmark
+    request = GenerationRequest(
+        world="embedded",
+        scenes=tuple(f"embedded-{k}" for k in range(params.default_scenes)),
+        per_relation=params.default_per_relation,
+        seed=params.default_seed,
+        relations=tuple(Relation),
+    )
+    identity = {"request": request.to_dict(), "config": to_document(config), "code": generation_code_fingerprint()}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    directory = root / f"embedded-{params.default_scenes}x{params.default_per_relation}-{key}"
+    try:
+        if read_manifest(directory).get("complete"):
+            print(f"ovman benchmark: using the cached default dataset {directory}", file=sys.stderr)
+            return directory
+    except DatasetError:
+        pass  # not generated yet (or interrupted): generate_dataset creates or resumes it
+    print(
+        f"ovman benchmark: generating the default dataset ({params.default_scenes} embedded homes, "
+        f"{params.default_per_relation} episodes per relation) into {directory}",
+        file=sys.stderr,
+    )
+    bar = None if quiet else ProgressBar(sys.stderr, config.benchmark_node.generation.progress_period_s)
+    try:
+        summary = generate_dataset(directory, request, config, workers=workers, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(summary_text(summary), file=sys.stderr)
+    return directory
+
+
+def run(args: argparse.Namespace) -> int:
+    from ovman_eval.dataset import DatasetError
+    from ovman_eval.map_cache import MapCacheError
+    from ovman_eval.runner import BenchmarkError, BenchmarkRequest, RunProgress, parse_arms, run_benchmark
+    from ovman_sim.recording import RecordingError
+
+    try:
+        config = load_config(args.config)
+        params = config.benchmark_node.benchmark
+        arms = parse_arms(args.arms if args.arms else params.arms)
+        seeds = args.seeds if args.seeds else tuple(params.seeds)
+        workers = args.workers if args.workers is not None else params.workers
+        out = Path(args.out)
+        dataset = (
+            Path(args.dataset)
+            if args.dataset
+            else default_dataset(Path(args.default_dataset), config, workers, args.quiet)
+        )
+        request = BenchmarkRequest(dataset, arms, tuple(seeds), args.static_only)
+    except (ConfigError, BenchmarkError, DatasetError, ValueError) as err:
+        print(f"ovman benchmark: {err}", file=sys.stderr)
+        return 2
+    cache = Path(args.cache) if args.cache else out / ".cache" / "maps"
+    began = time.monotonic()
+
+    def progress(p: RunProgress) -> None:
+        if not args.quiet:
+            print(
+                f"[{p.done}/{p.total} groups, {p.resumed} resumed] {p.last} ({p.elapsed_s:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    try:
+        summary = run_benchmark(
+            request,
+            config,
+            out_root=None if args.run_dir else out,
+            run_dir=Path(args.run_dir) if args.run_dir else None,
+            workers=workers,
+            cache_dir=cache,
+            progress=progress,
+        )
+    except (BenchmarkError, DatasetError, RecordingError, MapCacheError) as err:
+        print(f"ovman benchmark: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\novman benchmark: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    run_s = time.monotonic() - began
+    report_note = ""
+    if not args.no_report:
+        from ovman_eval.report import write_report
+
+        clock = time.monotonic()
+        md, html_path = write_report(summary.run_dir, episode_figures=not args.no_episode_figures)
+        report_note = f"; report {md} and {html_path} ({time.monotonic() - clock:.1f} s)"
+    from ovman_eval.tables import headline_table
+
+    print(headline_table(summary.records).text())
+    print(f"\nrun {summary.run_dir}: {len(summary.records)} results in {run_s:.1f} s{report_note}")
+    return 0
+
+
+# ---- ovman report ------------------------------------------------------------------------------------
+
+
+def add_report(parser: argparse.ArgumentParser) -> object:
+    parser.add_argument("run", help="a finished run directory (runs/<stamp>)")
+    parser.add_argument("--no-episode-figures", action="store_true", help="skip the per-episode figures")
+    return run_report
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from ovman_eval.report import write_report
+    from ovman_eval.results import read_results
+    from ovman_eval.tables import headline_table
+
+    try:
+        md, html_path = write_report(Path(args.run), episode_figures=not args.no_episode_figures)
+        records = read_results(Path(args.run))
+    except ResultsError as err:
+        print(f"ovman report: {err}", file=sys.stderr)
+        return 1
+    print(headline_table(records).text())
+    print(f"\nwrote {md} and {html_path}")
+    return 0
+
+
+# ---- ovman show --------------------------------------------------------------------------------------
+
+
+def add_show(parser: argparse.ArgumentParser) -> object:
+    parser.add_argument("episode", help="episode id, e.g. moved-0003")
+    parser.add_argument("--dataset", required=True, help="episode dataset directory")
+    parser.add_argument("--run", help="draw this run's results for the episode instead of evaluating it now")
+    parser.add_argument("--arms", default="all", help="arms to evaluate when there is no --run (default all)")
+    parser.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    parser.add_argument("--static-only", action="store_true", help="evaluate without navigating (no path)")
+    parser.add_argument("--cache", default="runs/.cache/maps", help="map cache directory (default runs/.cache/maps)")
+    parser.add_argument("--out", help="output PNG (default <episode>.png)")
+    parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
+    return run_show
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from ovman_eval.dataset import DatasetError
+    from ovman_eval.report import draw_episode
+    from ovman_eval.results import read_results, read_sketches
+    from ovman_eval.runner import BenchmarkError, evaluate_episode, parse_arms
+    from ovman_sim.recording import RecordingError
+
+    out = Path(args.out) if args.out else Path(f"{args.episode}.png")
+    try:
+        if args.run:
+            records = [r for r in read_results(Path(args.run)) if r.episode_id == args.episode and r.seed == args.seed]
+            if not records:
+                raise ResultsError(f"{args.run}: no results for episode {args.episode!r} and seed {args.seed}")
+            sketch = read_sketches(Path(args.run)).get(records[0].group_id)
+            if sketch is None:
+                raise ResultsError(f"{args.run}: no sketch of group {records[0].group_id!r}")
+        else:
+            config = load_config(args.config)
+            records, sketch = evaluate_episode(
+                Path(args.dataset),
+                args.episode,
+                config,
+                parse_arms(args.arms),
+                args.seed,
+                static_only=args.static_only,
+                cache_dir=Path(args.cache) if args.cache else None,
+            )
+    except (ConfigError, ResultsError, BenchmarkError, DatasetError, RecordingError) as err:
+        print(f"ovman show: {err}", file=sys.stderr)
+        return 1
+    draw_episode(sketch, records, out)
+    for record in records:
+        embodied = "" if record.embodied is None else f", embodied {record.embodied.failure}"
+        print(f"{record.arm}: static {record.static.failure}{embodied}")
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,631 @@
+"""benchmark_node: drives the benchmark's episodes through the real graph and writes the run directory.
+
+For every recorded group of the dataset (``run.dataset``), through the services and actions of
+the other nodes:
+
+1. **Maps**: for visit 1 then visit 2, ``/mapping_node/start_visit``, ``/sim_node/load_visit``
+   with the recording, ``/sim_node/play_tour`` (sim_node publishes the recorded frames and
+   mapping_node fuses them), ``/mapping_node/finish_visit``; the maps arrive latched on
+   ``/ovman/map/visit<n>``, and query_node holds the pair once it publishes ``/ovman/changes``.
+2. **Static gate**, per (episode, arm, seed): ``/ovman/query`` with the episode's noun phrase and
+   relation for two_visit, oracle_grounding and category_only; the other arms run here from the
+   received maps and the episode record (:data:`ovman_eval.graph_run.QUERY_ARMS` says why).
+3. **Embodied run** (unless ``run.static_only``): ``/sim_node/load_visit`` with the evaluated world
+   (the objects at the end of the visit-2 recording, the start pose, the mover), then
+   ``/ovman/navigate`` through :class:`ovman_nav.commander.OvmanCommander` with the arm's goal and
+   answer footprint; a moving target is followed by publishing target updates (the oracle arms
+   from ``/ovman/ground_truth``, the map arms from their own sightings in the camera frames). The
+   objects at the end and the trajectory come from sim_node's ``/ovman/ground_truth`` frames; a
+   ``Stop`` through ``/sim_node/act`` (which neither advances time nor the mover) marks the frame
+   to read them from.
+
+Scores come from the in-process runner's own functions (:mod:`ovman_eval.graph_run`), and the
+results from :class:`ovman_eval.graph_run.GraphRun` in the runner's layout (``results.jsonl``
+etc., resumable). The node exits when the run is finished: code 0, 1 when the graph failed
+(a service missing or failing, a timeout), 2 for bad parameters, 130 when interrupted.
+
+Parameters: every key of ``ovman_core.config.node_parameters(config, "benchmark_node")``
+(``benchmark.arms``, ``benchmark.seeds``, ``node.*`` timeouts...) and the run inputs
+``run.dataset``, ``run.output`` (folder of run directories), ``run.run_dir`` (one run directory;
+wins over ``run.output``), ``run.static_only``. The configuration file is ``$OVMAN_CONFIG`` or the
+default one; it must be the one the other nodes run with (``ovman launch`` and the launch file
+see to it). Frames: REP 103 ``map`` on the wire, AI2-THOR world in the core.
+"""
+
+from __future__ import annotations
+
+import array
+import functools
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from geometry_msgs.msg import Point, PointStamped, Pose, PoseStamped
+from nav_msgs.msg import OccupancyGrid
+from rclpy.client import Client
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import String
+
+from ovman_core.boxes import Footprint, Vec2
+from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, with_parameters
+from ovman_core.frames import ros_to_thor_point, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
+from ovman_core.grid import from_occupancy_fields
+from ovman_core.relations import Relation
+from ovman_core.world_state import WorldState
+from ovman_eval.dataset import DatasetError, read_episodes
+from ovman_eval.episodes import EpisodeRecord
+from ovman_eval.graph import BENCHMARK_NODE, RUN_DATASET, RUN_DIR, RUN_OUTPUT, RUN_STATIC_ONLY
+from ovman_eval.graph_run import (
+    QUERY_ARMS,
+    Follow,
+    GraphRun,
+    NavigationOutcome,
+    NavigationPlan,
+    graph_group_maps,
+    navigation_plan,
+    read_group_truth,
+    score_embodied,
+    trajectory_of,
+    without_diagnostics,
+)
+from ovman_eval.map_cache import GroupMaps, MapCache
+from ovman_eval.results import EmbodiedResult, ResultRecord
+from ovman_eval.runner import (
+    TIMING_KEYS,
+    BenchmarkError,
+    BenchmarkRequest,
+    GroupEvaluator,
+    WorkUnit,
+    configured_for,
+    dataset_hash,
+    parse_arms,
+)
+from ovman_eval.tracking import LabelTracker
+from ovman_interfaces.msg import ChangeSet
+from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
+from ovman_interfaces.srv import Act, LoadVisit, MapVisit, PlayTour, Query
+from ovman_mapping.bundle_sync import StampSynchronizer
+from ovman_mapping.instances import InstanceMap
+from ovman_mapping.map_messages import MAP_TOPIC, instance_map_from_msg, map_uid, observation_from_bundle
+from ovman_nav.commander import OvmanCommander
+from ovman_nav.executor import NavError
+from ovman_nav.nav_node import occupancy_fields
+from ovman_query.arms import Arm
+from ovman_query.decisions import Prediction
+from ovman_query.query_messages import CHANGES_TOPIC, QUERY_SERVICE, floor_point_msg
+from ovman_sim import bundle
+from ovman_sim.bundle import GroundTruthFrame, object_state_to_dict, parse_ground_truth_json
+from ovman_sim.messages import pose_msg, stamp_of
+from ovman_sim.world import Action, Observation
+
+NODE_NAME = BENCHMARK_NODE
+LOAD_VISIT_SERVICE = "/sim_node/load_visit"
+PLAY_TOUR_SERVICE = "/sim_node/play_tour"
+ACT_SERVICE = "/sim_node/act"
+START_VISIT_SERVICE = "/mapping_node/start_visit"
+FINISH_VISIT_SERVICE = "/mapping_node/finish_visit"
+RUN_PARAMETERS: dict[str, Any] = {RUN_DATASET: "", RUN_OUTPUT: "runs", RUN_DIR: "", RUN_STATIC_ONLY: False}
+SPIN_PERIOD_S = 0.02
+"""(s): longest a wait blocks in one spin before it checks its condition and deadline again."""
+FOLLOW_SPIN_S = 0.002
+"""(s): the same while following a moving target, whose updates should reach nav_node early."""
+DRAIN_LIMIT = 200
+"""Most callbacks handled in one :meth:`BenchmarkNode.drain` (frames come one bundle per action)."""
+FRAME_QOS = QoSProfile(
+    depth=1000,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+"""sim_node's frames (ground truth, camera) as they come, none lost while the node is busy elsewhere."""
+LATCHED = QoSProfile(
+    depth=1,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+CAMERA_TOPICS: dict[str, Any] = {
+    bundle.RGB_TOPIC: Image,
+    bundle.DEPTH_TOPIC: Image,
+    bundle.INSTANCES_TOPIC: Image,
+    bundle.INSTANCE_LABELS_TOPIC: String,
+    bundle.CAMERA_INFO_TOPIC: CameraInfo,
+    bundle.CAMERA_POSE_TOPIC: PoseStamped,
+}
+SIGHTED_ARMS = frozenset({Arm.TWO_VISIT, Arm.SINGLE_VISIT, Arm.ORACLE_GROUNDING, Arm.CATEGORY_ONLY})
+"""Arms that follow a moving target by their own sightings (the oracle arms follow the ground truth)."""
+CAMERA_SYNC_PENDING = 30
+"""Most stamps with an incomplete camera bundle held while following a moving target."""
+
+
+class GraphCallError(RuntimeError):
+    """A node of the graph is missing, refused a request, or did not answer in time (names which)."""
+
+
+def _plain(value: Any) -> Any:
+    """ROS returns array parameters as array.array; the config wants lists."""
+    return list(value) if isinstance(value, array.array | tuple) else value
+
+
+def world_floor(point: Point) -> Vec2:
+    """Floor point (x, z), AI2-THOR world, of a ``map`` point."""
+    x, _, z = ros_to_thor_point((point.x, point.y, point.z))
+    return (x, z)
+
+
+def region_corners(footprint: Footprint) -> tuple[Point, Point]:
+    """``map`` corners (min, max) of a floor footprint, for Navigate.region_min/max."""
+    a = thor_to_ros_point((footprint.x_min, 0.0, footprint.z_min))
+    b = thor_to_ros_point((footprint.x_max, 0.0, footprint.z_max))
+    lo, hi = (min(u, v) for u, v in zip(a, b, strict=True)), (max(u, v) for u, v in zip(a, b, strict=True))
+    return Point(**dict(zip("xyz", lo, strict=True))), Point(**dict(zip("xyz", hi, strict=True)))
+
+
+class BenchmarkNode(Node):
+    """See the module docstring. Single-threaded: :meth:`run` spins the node while it waits."""
+
+    def __init__(self, config: OvmanConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        self.config, self.run_inputs = self._declare_parameters(config if config is not None else load_config())
+        self.waits = self.config.benchmark_node.node
+        self._executor = SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self)
+        # The process's --ros-args (node name remap, params file) are this node's, not the commander's.
+        self.commander = OvmanCommander(
+            node_name=f"{NODE_NAME}_commander", context=self.context, use_global_arguments=False
+        )
+        self.clients_by_name: dict[str, Client] = {
+            LOAD_VISIT_SERVICE: self.create_client(LoadVisit, LOAD_VISIT_SERVICE),
+            PLAY_TOUR_SERVICE: self.create_client(PlayTour, PLAY_TOUR_SERVICE),
+            ACT_SERVICE: self.create_client(Act, ACT_SERVICE),
+            START_VISIT_SERVICE: self.create_client(MapVisit, START_VISIT_SERVICE),
+            FINISH_VISIT_SERVICE: self.create_client(MapVisit, FINISH_VISIT_SERVICE),
+            QUERY_SERVICE: self.create_client(Query, QUERY_SERVICE),
+        }
+        self.maps: dict[int, list[InstanceMapMsg]] = {1: [], 2: []}
+        self.map_counts = {1: 0, 2: 0}
+        for visit in (1, 2):
+            self.create_subscription(
+                InstanceMapMsg, MAP_TOPIC.format(visit=visit), functools.partial(self._keep_map, visit), LATCHED
+            )
+        self.grid_count, self.grid = 0, OccupancyGrid()
+        self.create_subscription(OccupancyGrid, bundle.MAP_TOPIC, self._keep_grid, LATCHED)
+        self.change_sets = 0
+        self.create_subscription(ChangeSet, CHANGES_TOPIC, self._count_change_set, LATCHED)
+        self.truth_frames: list[GroundTruthFrame] = []
+        self.create_subscription(String, bundle.GROUND_TRUTH_TOPIC, self._keep_truth, FRAME_QOS)
+        self._camera_sync: StampSynchronizer[Any] | None = None
+        self._camera_observations: list[Observation] = []
+        self._camera_subscribed = False
+        self._handled = 0
+        self._retargets = 0
+
+    # ---------------------------------------------------------------- parameters
+
+    def _declare_parameters(self, config: OvmanConfig) -> tuple[OvmanConfig, dict[str, Any]]:
+        defaults = node_parameters(config, NODE_NAME)
+        self.declare_parameters("", [*defaults.items(), *RUN_PARAMETERS.items()])
+        values = {name: _plain(self.get_parameter(name).value) for name in defaults}
+        try:
+            updated = with_parameters(config, NODE_NAME, values)
+        except ConfigError as err:
+            raise ConfigError(f"{NODE_NAME} parameters: {err}") from err
+        return updated, {name: self.get_parameter(name).value for name in RUN_PARAMETERS}
+
+    # ---------------------------------------------------------------- callbacks
+
+    def _keep_map(self, visit: int, message: InstanceMapMsg) -> None:
+        self.maps[visit] = [message]
+        self.map_counts[visit] += 1
+
+    def _keep_grid(self, message: OccupancyGrid) -> None:
+        self.grid_count, self.grid = self.grid_count + 1, message
+
+    def _count_change_set(self, message: ChangeSet) -> None:
+        self.change_sets += 1
+
+    def _keep_truth(self, message: String) -> None:
+        self._handled += 1
+        self.truth_frames.append(parse_ground_truth_json(message.data))
+
+    def _on_camera(self, topic: str, message: Any) -> None:
+        self._handled += 1
+        if self._camera_sync is None:
+            return
+        if topic == bundle.INSTANCE_LABELS_TOPIC:
+            item: Any = bundle.parse_labels_json(message.data)
+            stamp = item.stamp_ns
+        else:
+            item, stamp = message, stamp_of(message.header)
+        complete = self._camera_sync.add(topic, stamp, item)
+        if complete is not None:
+            items = complete.items
+            self._camera_observations.append(
+                observation_from_bundle(
+                    items[bundle.RGB_TOPIC],
+                    items[bundle.DEPTH_TOPIC],
+                    items[bundle.INSTANCES_TOPIC],
+                    items[bundle.INSTANCE_LABELS_TOPIC],
+                    items[bundle.CAMERA_INFO_TOPIC],
+                    items[bundle.CAMERA_POSE_TOPIC],
+                    self.config.frames.map,
+                )
+            )
+
+    # ---------------------------------------------------------------- waiting on the graph
+
+    def spin_until(self, condition: Callable[[], Any], what: str, timeout_s: float) -> None:
+        """Spin this node until ``condition()`` holds; GraphCallError after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                raise GraphCallError(f"{what}: nothing within {timeout_s:.0f} s (benchmark_node.node timeouts)")
+            self._executor.spin_once(timeout_sec=SPIN_PERIOD_S)
+
+    def drain(self) -> None:
+        """Handle every message already waiting (at most :data:`DRAIN_LIMIT`), without blocking."""
+        for _ in range(DRAIN_LIMIT):
+            before = self._handled
+            self._executor.spin_once(timeout_sec=0.0)
+            if self._handled == before:
+                return
+
+    def call(self, service: str, request: Any) -> Any:
+        future = self.clients_by_name[service].call_async(request)
+        self.spin_until(future.done, f"{service} answer", self.waits.call_timeout_s)
+        return future.result()
+
+    def wait_for_graph(self) -> None:
+        """Every service and the Navigate action, within ``node.start_timeout_s`` (nodes load models)."""
+        deadline = time.monotonic() + self.waits.start_timeout_s
+        for name, client in self.clients_by_name.items():
+            if not client.wait_for_service(timeout_sec=max(deadline - time.monotonic(), 0.0)):
+                raise GraphCallError(f"service {name} is not available; is its node running?")
+        if not self.commander.nav_client.wait_for_server(timeout_sec=max(deadline - time.monotonic(), 0.0)):
+            raise GraphCallError("action /ovman/navigate is not available; is nav_node running?")
+
+    def act_stop(self) -> tuple[WorldState, GroundTruthFrame]:
+        """Stop through sim_node's act (time and the mover stay) and the ground truth of its frame."""
+        reply = self.call(ACT_SERVICE, Act.Request(action=Action.STOP.value))
+        if not reply.success:
+            raise GraphCallError(f"{ACT_SERVICE} Stop failed: {reply.message}")
+        stamp = stamp_of(reply.pose.header)
+        self.spin_until(
+            lambda: any(f.stamp_ns == stamp for f in self.truth_frames),
+            f"the ground truth of the frame stamped {stamp} ns",
+            self.waits.message_timeout_s,
+        )
+        frame = next(f for f in self.truth_frames if f.stamp_ns == stamp)
+        return frame.objects, frame
+
+    # ---------------------------------------------------------------- maps
+
+    def map_visit(self, visit: int, recording: Path) -> tuple[InstanceMap, dict[str, int]]:
+        """Have mapping_node map ``recording`` (played by sim_node) as ``visit``; the received map."""
+        self.truth_frames.clear()  # the recording's frames are not needed: its ground truth is read from the file
+        started = self.call(START_VISIT_SERVICE, MapVisit.Request(visit=visit))
+        if not started.success:
+            raise GraphCallError(f"{START_VISIT_SERVICE} visit {visit}: {started.message}")
+        loaded = self.call(LOAD_VISIT_SERVICE, LoadVisit.Request(recording=str(recording)))
+        if not loaded.success:
+            raise GraphCallError(f"{LOAD_VISIT_SERVICE} {recording}: {loaded.message}")
+        played = self.call(PLAY_TOUR_SERVICE, PlayTour.Request())
+        if not played.success:
+            raise GraphCallError(f"{PLAY_TOUR_SERVICE} {recording}: {played.message}")
+        received = self.map_counts[visit]
+        finished = self.call(FINISH_VISIT_SERVICE, MapVisit.Request(visit=visit, expected_frames=played.frames))
+        if not finished.success:
+            raise GraphCallError(f"{FINISH_VISIT_SERVICE} visit {visit}: {finished.message}")
+        self.spin_until(
+            lambda: self.map_counts[visit] > received,
+            f"the visit-{visit} map on /ovman/map/visit{visit}",
+            self.waits.message_timeout_s,
+        )
+        return instance_map_from_msg(self.maps[visit][-1])
+
+    # ---------------------------------------------------------------- static gate
+
+    def query(self, arm: Arm, record: EpisodeRecord) -> Prediction:
+        """``arm``'s answer from query_node, given the episode's noun phrase and relation."""
+        request = Query.Request(category=record.query.noun_phrase, relation=record.query.relation.value, arm=arm.value)
+        response = self.call(QUERY_SERVICE, request)
+        if response.status not in (Query.Response.ANSWERED, Query.Response.ABSTAINED):
+            raise GraphCallError(
+                f"{QUERY_SERVICE} {arm.value} for episode {record.episode_id} (status {response.status}): "
+                f"{response.explanation}"
+            )
+        if response.noun_phrase != record.query.noun_phrase:
+            raise BenchmarkError(
+                f"episode {record.episode_id}: query_node read the noun phrase {record.query.noun_phrase!r} as "
+                f"{response.noun_phrase!r}; it must be a surface name of the vocabulary (ovman_query.surface_forms)"
+            )
+        ids = []
+        if response.instance_visit1 >= 0:
+            ids.append(map_uid(1, response.instance_visit1))
+        if response.instance_visit2 >= 0:
+            ids.append(map_uid(2, response.instance_visit2))
+        return Prediction(
+            point=world_floor(response.goal.point) if response.answered else None,
+            relation=Relation.parse(response.relation),
+            noun_phrase=response.noun_phrase,
+            instance_ids=tuple(ids),
+            confidence=float(response.confidence),
+            explanation=response.explanation,
+            arm=arm.value,
+        )
+
+    # ---------------------------------------------------------------- embodied run
+
+    def load_evaluated_world(
+        self, record: EpisodeRecord, maps: GroupMaps
+    ) -> tuple[list[Vec2], WorldState, GroundTruthFrame]:
+        """Load the evaluated world into sim_node; its free positions, objects and first frame."""
+        pose = record.start_pose
+        objects = sorted(maps.truth.visit2_end, key=lambda o: o.instance_id)
+        mover = record.moving_id
+        request = LoadVisit.Request(
+            scene=record.scene.name,
+            objects_json=json.dumps([object_state_to_dict(o) for o in objects]),
+            use_start_pose=True,
+            start_pose=Pose(),
+            start_horizon_deg=float(pose.horizon_deg),
+            mover_instance_id=mover or "",
+            mover_seed=int(record.seeds.navigation_mover or 0) if mover else 0,
+        )
+        request.start_pose = pose_msg(
+            thor_to_ros_point((pose.x, 0.0, pose.z)), yaw_quaternion(thor_yaw_to_ros(pose.yaw_deg))
+        )
+        received = self.grid_count
+        self.truth_frames.clear()  # frames of earlier loads are not needed
+        loaded = self.call(LOAD_VISIT_SERVICE, request)
+        if not loaded.success:
+            raise GraphCallError(f"{LOAD_VISIT_SERVICE} episode {record.episode_id}: {loaded.message}")
+        self.spin_until(
+            lambda: self.grid_count > received,
+            f"{bundle.MAP_TOPIC} of episode {record.episode_id}",
+            self.waits.message_timeout_s,
+        )
+        reachable = from_occupancy_fields(occupancy_fields(self.grid)).free_positions()
+        objects_now, frame = self.act_stop()
+        return [(float(x), float(z)) for x, z in reachable], objects_now, frame
+
+    def navigate(
+        self, record: EpisodeRecord, plan: NavigationPlan, config: OvmanConfig, first: GroundTruthFrame
+    ) -> NavigationOutcome:
+        """Run one Navigate goal to its end, following a moving target; what the graph reported."""
+        target, map_frame = plan.target, self.config.frames.map
+        goal = PointStamped(point=floor_point_msg(target.point))
+        goal.header.frame_id = map_frame
+        self.truth_frames = [f for f in self.truth_frames if f.stamp_ns >= first.stamp_ns]
+        follow = self._follower(plan, config)
+        accepted = self.commander.goToPoint(
+            goal, record.moving_id is not None, region_corners(target.region), timeout_sec=self.waits.call_timeout_s
+        )
+        if not accepted:
+            raise GraphCallError(f"nav_node did not accept the goal of episode {record.episode_id}")
+        deadline = time.monotonic() + self.waits.navigate_timeout_s
+        # A followed target is re-estimated from every frame as soon as it arrives: spin briefly.
+        spin = FOLLOW_SPIN_S if follow is not None else SPIN_PERIOD_S
+        while not self.commander.isTaskComplete(spin_sec=spin):
+            self.drain()
+            if follow is not None:
+                follow()
+            if time.monotonic() > deadline:
+                self.commander.cancelTask()
+                raise GraphCallError(
+                    f"episode {record.episode_id}: navigation did not end within {self.waits.navigate_timeout_s} s"
+                )
+        self._camera_sync = None
+        result = self.commander.getNavResult()
+        if result is None:
+            raise GraphCallError(f"episode {record.episode_id}: nav_node returned no Navigate result")
+        final_state, last = self.act_stop()
+        frames = sorted(
+            (f for f in self.truth_frames if first.stamp_ns <= f.stamp_ns <= last.stamp_ns), key=lambda f: f.stamp_ns
+        )
+        error = NavError(result.error_code)
+        return NavigationOutcome(
+            error=error.name,
+            stop=world_floor(result.final_pose.pose.position) if error is NavError.NONE else None,
+            path_length=float(result.path_length),
+            steps=int(result.steps),
+            collisions=int(result.collisions),
+            trajectory=trajectory_of([record.start_pose.floor, *(f.pose.floor for f in frames)]),
+            final_state=final_state,
+            retargets=self._retargets,
+        )
+
+    def _follower(self, plan: NavigationPlan, config: OvmanConfig) -> Callable[[], None] | None:
+        """What to do between spins to keep a moving target up to date (None: a fixed target)."""
+        self._retargets = 0
+        map_frame = self.config.frames.map
+        if plan.follow is Follow.NONE:
+            return None
+        seen = [len(self.truth_frames)]
+
+        def publish(point: Vec2) -> None:
+            update = PointStamped(point=floor_point_msg(point))
+            update.header.frame_id = map_frame
+            self.commander.updateTarget(update)
+
+        if plan.follow is Follow.TRUTH:
+            last = [plan.target.point]
+
+            def follow_truth() -> None:
+                for frame in self.truth_frames[seen[0] :]:
+                    obj = frame.objects.objects.get(plan.instance)
+                    if obj is not None and obj.floor != last[0]:
+                        last[0] = obj.floor
+                        publish(obj.floor)
+                seen[0] = len(self.truth_frames)
+
+            return follow_truth
+        tracker = LabelTracker(
+            plan.label, plan.target.point, config.benchmark_node.benchmark.track_gate, config.mapping_node
+        )
+        self._camera_sync = StampSynchronizer(CAMERA_TOPICS, CAMERA_SYNC_PENDING)
+        self._camera_observations = []
+        self._ensure_camera_subscriptions()
+
+        def follow_sightings() -> None:
+            observations, self._camera_observations = self._camera_observations, []
+            for observation in observations:
+                moved = tracker.observe(observation)
+                if moved is not None:
+                    self._retargets = tracker.updates
+                    publish(moved.point)
+
+        return follow_sightings
+
+    def _ensure_camera_subscriptions(self) -> None:
+        """Subscribe to the camera bundle (before any navigation: discovery takes time), for map
+        arms that follow a moving target by sight."""
+        if self._camera_subscribed:
+            return
+        for topic, kind in CAMERA_TOPICS.items():
+            self.create_subscription(kind, topic, functools.partial(self._on_camera, topic), FRAME_QOS)
+        self._camera_subscribed = True
+
+    # ---------------------------------------------------------------- the run
+
+    def evaluate_unit(
+        self, unit: WorkUnit, evaluator: GroupEvaluator, dataset: Path, static_only: bool
+    ) -> tuple[list[ResultRecord], Any, dict[str, float]]:
+        """One recorded group through the graph: its result records, its sketch (or None) and timings."""
+        timings = dict.fromkeys(TIMING_KEYS, 0.0)
+        records = [evaluator.records[e] for e in unit.episode_ids]
+        clock = time.perf_counter()
+        changes = self.change_sets
+        map1, _ = self.map_visit(1, dataset / records[0].recordings.visit1)
+        map2, _ = self.map_visit(2, dataset / records[0].recordings.visit2)
+        self.spin_until(
+            lambda: self.change_sets > changes, "query_node's change set of the new maps", self.waits.message_timeout_s
+        )
+        maps = graph_group_maps(unit.group_id, map1, map2, read_group_truth(dataset, records[0]))
+        timings["maps_build_s"] += time.perf_counter() - clock
+        config = evaluator.config
+        out: list[ResultRecord] = []
+        reachable: dict[str, list[Vec2]] = {}
+        for episode_id, arm_name, seed in unit.pending:
+            record, arm = evaluator.records[episode_id], Arm(arm_name)
+            clock = time.perf_counter()
+            prediction = self.query(arm, record) if arm in QUERY_ARMS else evaluator.predict(arm, record, maps, seed)
+            static = evaluator.static_result(record, maps, prediction)
+            clock2 = time.perf_counter()
+            timings["static_s"] += clock2 - clock
+            embodied: EmbodiedResult | None = None
+            if not static_only:
+                cells, objects_now, first = self.load_evaluated_world(record, maps)
+                reachable[episode_id] = cells
+                outcome = None
+                if prediction.point is not None:
+                    plan = navigation_plan(evaluator, arm, record, maps, prediction, objects_now)
+                    outcome = self.navigate(record, plan, config, first)
+                embodied = score_embodied(config, record, cells, outcome, objects_now)
+                timings["embodied_s"] += time.perf_counter() - clock2
+            out.append(without_diagnostics(evaluator.result_record(record, arm, seed, static, embodied, maps)))
+        sketch = None
+        if unit.need_sketch:
+            clock = time.perf_counter()
+            cells = []
+            if not static_only:
+                first_id = records[0].episode_id
+                cells = reachable[first_id] if first_id in reachable else self.load_evaluated_world(records[0], maps)[0]
+            sketch = evaluator.sketch(records[0], maps, cells)
+            timings["sketch_s"] += time.perf_counter() - clock
+        return out, sketch, timings
+
+    def run(self) -> int:
+        """Run (or resume) the benchmark; the exit code (see the module docstring)."""
+        inputs = self.run_inputs
+        dataset = Path(str(inputs[RUN_DATASET]))
+        try:
+            if not str(inputs[RUN_DATASET]):
+                raise BenchmarkError(f"parameter {RUN_DATASET} is empty: give the episode dataset directory")
+            params = self.config.benchmark_node.benchmark
+            request = BenchmarkRequest(
+                dataset, parse_arms(params.arms), tuple(params.seeds), bool(inputs[RUN_STATIC_ONLY])
+            )
+            records = read_episodes(dataset)
+            if not records:
+                raise BenchmarkError(f"{dataset}: the dataset holds no episodes")
+            config = configured_for(self.config, records)
+            evaluator = GroupEvaluator(config, dataset, records, MapCache(None), dataset_hash(dataset))
+            run_dir = Path(str(inputs[RUN_DIR])) if inputs[RUN_DIR] else None
+            run = GraphRun(
+                request,
+                config,
+                records,
+                evaluator.encoder.description,
+                out_root=None if run_dir else Path(str(inputs[RUN_OUTPUT])),
+                run_dir=run_dir,
+            )
+        except (BenchmarkError, DatasetError, ConfigError, ValueError) as err:
+            self.get_logger().error(str(err))
+            return 2
+        self.get_logger().info(
+            f"run {run.run_dir}: {len(run.units)} of {run.total_groups} recorded groups to do "
+            f"({', '.join(a.value for a in request.arms)}; seeds {list(request.seeds)})"
+        )
+        if any(r.moving_id for r in records) and any(a in SIGHTED_ARMS for a in request.arms):
+            self._ensure_camera_subscriptions()
+        if Arm.SINGLE_VISIT in request.arms:
+            # The arm grounds here: load the language model now, while the other nodes start too.
+            evaluator.encoder.embed_text([records[0].query.noun_phrase])
+        try:
+            self.wait_for_graph()
+            for unit in run.units:
+                records_done, sketch, timings = self.evaluate_unit(unit, evaluator, dataset, request.static_only)
+                run.commit(records_done, sketch, timings)
+                self.get_logger().info(
+                    f"group {unit.group_id} done ({run.done}/{run.total_groups}, {run.wall_s:.1f} s)"
+                )
+            summary = run.finish()
+        except (GraphCallError, BenchmarkError) as err:
+            self.get_logger().error(f"the run stopped: {err}; rerun the same command to resume {run.run_dir}")
+            run.close()
+            return 1
+        finally:
+            evaluator.close()
+        self.get_logger().info(f"finished: {len(summary.records)} results in {summary.run_dir}")
+        return 0
+
+    def destroy_node(self) -> None:
+        self.commander.destroy_node()
+        self._executor.remove_node(self)
+        self._executor.shutdown()
+        super().destroy_node()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Console script ``benchmark_node``: run the benchmark through the graph, then exit with its code."""
+    rclpy.init(args=list(args) if args is not None else sys.argv)
+    node = None
+    try:
+        try:
+            node = BenchmarkNode()
+        except ConfigError as err:
+            print(f"{NODE_NAME}: cannot start: {err}", file=sys.stderr, flush=True)
+            return 2
+        return node.run()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 130  # interrupted: the partial results stay for a resume
+    finally:
+        # rclpy's handler shuts the context down and Python raises KeyboardInterrupt a little later:
+        # let neither (nor a second Ctrl-C) cut the clean-up short; the launcher escalates if needed.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""The ROS 2 benchmark graph, described once as plain data (no rclpy, no launch).
+
+Two starters read this description: ``launch/benchmark.launch.py`` turns it into ``launch_ros``
+Node actions for ``ros2 launch ovman_eval benchmark.launch.py`` on a ROS 2 install, and
+``ovman launch benchmark`` (:mod:`ovman_eval.launch_command`) starts the same nodes as
+``python -m <module>`` processes where only the pip-installed rclpy exists.
+
+The graph (ARCHITECTURE.md "Data flow"): ``sim_node`` (the simulator, or a recorded visit),
+``mapping_node`` (per-visit instance maps), ``query_node`` (``/ovman/query``), ``nav_node``
+(``/ovman/navigate``, driving sim_node's world) and ``benchmark_node``, which drives the episodes
+and writes the run directory; the graph ends when benchmark_node exits. Every node gets its ROS
+parameters from :func:`ovman_core.config.node_parameters` of one configuration (query_node also
+mapping_node's ``encoder.*``, which it must share), and every process gets ``$OVMAN_CONFIG``
+pointing at that configuration's file, so what a node reads from the file beyond its own
+parameters (nav_node: the agent's grid size) is the same configuration. benchmark_node's run
+inputs (dataset, output folder, run directory, static-only) are ``run.*`` parameters, and the
+launch arguments ``arms`` and ``seeds`` override its ``benchmark.arms`` / ``benchmark.seeds``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ovman_core.config import ConfigError, OvmanConfig, node_parameters
+from ovman_eval.results import ARM_ORDER
+
+ParameterValue = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
+
+SIM_NODE = "sim_node"
+MAPPING_NODE = "mapping_node"
+QUERY_NODE = "query_node"
+NAV_NODE = "nav_node"
+BENCHMARK_NODE = "benchmark_node"
+RVIZ_NODE = "rviz2"
+
+PACKAGE = "ovman_eval"
+"""The package whose share directory holds the launch file, the configuration and the RViz layout."""
+CONFIG_FILE = "config/ovman.yaml"
+RVIZ_FILE = "config/ovman.rviz"
+"""Paths relative to the package share directory (and to the repository root of a checkout)."""
+
+ENCODER_PREFIX = "encoder."
+"""mapping_node's keys that query_node declares too (queries are embedded with the maps' encoder)."""
+
+RUN_DATASET = "run.dataset"
+RUN_OUTPUT = "run.output"
+RUN_DIR = "run.run_dir"
+RUN_STATIC_ONLY = "run.static_only"
+"""benchmark_node's run inputs: not constants of the configuration, so not in config/ovman.yaml."""
+
+
+class GraphError(ValueError):
+    """A launch argument or parameter that cannot describe a runnable graph (names it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchArgument:
+    """A launch argument of ``benchmark.launch.py`` (and an option of ``ovman launch benchmark``)."""
+
+    name: str
+    default: str
+    description: str
+
+
+LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
+    LaunchArgument("dataset", "", "episode dataset directory (from `ovman generate`); required"),
+    LaunchArgument("arms", "", "comma-separated arms, or all; empty: benchmark.arms of the configuration"),
+    LaunchArgument("seeds", "", "comma-separated run seeds; empty: benchmark.seeds of the configuration"),
+    LaunchArgument("output", "runs", "folder of run directories: the run is written to OUTPUT/<UTC stamp>"),
+    LaunchArgument("run_dir", "", "run (or resume) in exactly this directory instead of OUTPUT/<stamp>"),
+    LaunchArgument("static_only", "false", "true: the static gate only, no embodied runs"),
+    LaunchArgument("config", "", "configuration file; empty: config/ovman.yaml of the ovman_eval share directory"),
+    LaunchArgument("rviz", "false", "true: also start RViz with config/ovman.rviz of the ovman_eval share directory"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkOptions:
+    """What benchmark_node runs: ``arms`` × ``seeds`` on ``dataset``, into ``output``/<stamp> (or ``run_dir``)."""
+
+    dataset: str
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    output: str = "runs"
+    run_dir: str = ""
+    static_only: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.dataset:
+            raise GraphError("launch argument dataset: give the episode dataset directory (dataset:=DIR)")
+        if not self.arms or len(set(self.arms)) != len(self.arms):
+            raise GraphError(f"launch argument arms: give distinct arms, got {list(self.arms)}")
+        unknown = [a for a in self.arms if a not in ARM_ORDER]
+        if unknown:
+            raise GraphError(
+                f"launch argument arms: unknown {', '.join(unknown)}; expected {', '.join(ARM_ORDER)} or all"
+            )
+        if not self.seeds or any(s < 0 for s in self.seeds):
+            raise GraphError(f"launch argument seeds: give non-negative integers, got {list(self.seeds)}")
+
+    @classmethod
+    def from_arguments(cls, values: Mapping[str, str], config: OvmanConfig) -> BenchmarkOptions:
+        """Options from launch-argument strings (unset or empty: the defaults of :data:`LAUNCH_ARGUMENTS`
+        and the configuration's ``benchmark.arms`` / ``benchmark.seeds``)."""
+        defaults = {a.name: a.default for a in LAUNCH_ARGUMENTS}
+        known = set(defaults)
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise GraphError(f"unknown launch argument(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
+
+        def get(name: str) -> str:
+            return str(values.get(name, defaults[name])).strip()
+
+        params = config.benchmark_node.benchmark
+        arms = tuple(n.strip() for n in get("arms").split(",") if n.strip()) or tuple(params.arms)
+        if arms == ("all",):
+            arms = ARM_ORDER
+        try:
+            seeds = tuple(int(s) for s in get("seeds").split(",") if s.strip()) or tuple(params.seeds)
+        except ValueError:
+            raise GraphError(
+                f"launch argument seeds: expected comma-separated integers, got {get('seeds')!r}"
+            ) from None
+        return cls(
+            dataset=get("dataset"),
+            arms=arms,
+            seeds=seeds,
+            output=get("output") or defaults["output"],
+            run_dir=get("run_dir"),
+            static_only=parse_bool(get("static_only"), "static_only"),
+        )
+
+
+def parse_bool(text: str, name: str) -> bool:
+    """A launch-argument boolean: true/false (any case), 1/0, yes/no."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no", ""):
+        return False
+    raise GraphError(f"launch argument {name}: expected true or false, got {text!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSpec:
+    """One process of the graph.
+
+    ``package``/``executable``: what ``ros2 launch`` starts (the console script of the ament_python
+    package); ``module``: what ``python -m`` starts (None for a non-Python program such as RViz);
+    ``parameters``: flat dotted ROS parameters; ``remappings``: (from, to) topic pairs;
+    ``arguments``: extra command-line arguments; ``ends_graph``: the graph stops when it exits.
+    """
+
+    name: str
+    package: str
+    executable: str
+    module: str | None
+    parameters: Mapping[str, ParameterValue]
+    remappings: tuple[tuple[str, str], ...] = ()
+    arguments: tuple[str, ...] = ()
+    ends_graph: bool = False
+
+    def params_document(self) -> dict[str, Any]:
+        """This node's block of a ROS 2 params file: ``{name: {ros__parameters: {...}}}`` (nested)."""
+        nested: dict[str, Any] = {}
+        for dotted, value in self.parameters.items():
+            *parents, leaf = dotted.split(".")
+            target = nested
+            for part in parents:
+                target = target.setdefault(part, {})
+            target[leaf] = list(value) if isinstance(value, (list, tuple)) else value
+        return {self.name: {"ros__parameters": nested}}
+
+
+def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
+    """Parameters a ROS params file and ``launch_ros`` can carry: scalars, non-empty uniform lists."""
+    out: dict[str, ParameterValue] = {}
+    for name, value in params.items():
+        if isinstance(value, (list, tuple)):
+            if not value:
+                raise GraphError(f"{node} parameter {name}: an empty list has no ROS parameter type; give a value")
+            kinds = {type(v) for v in value}
+            if len(kinds) != 1 or kinds.pop() not in (bool, int, float, str):
+                raise GraphError(f"{node} parameter {name}: a list parameter needs items of one type, got {value!r}")
+            out[name] = list(value)
+        elif isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        else:
+            raise GraphError(f"{node} parameter {name}: {type(value).__name__} is not a ROS parameter type")
+    return out
+
+
+def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[NodeSpec, ...]:
+    """The five nodes of the benchmark graph with their parameters (see the module docstring).
+
+    ``config`` is the configuration the nodes run with (its file is ``$OVMAN_CONFIG`` of every
+    process); use :func:`config_for_dataset` first so that sim_node simulates the dataset's world.
+    """
+    try:
+        encoder = {k: v for k, v in node_parameters(config, MAPPING_NODE).items() if k.startswith(ENCODER_PREFIX)}
+        sim = node_parameters(config, SIM_NODE)
+        mapping = node_parameters(config, MAPPING_NODE)
+        query = {**node_parameters(config, QUERY_NODE), **encoder}
+        nav = node_parameters(config, NAV_NODE)
+        bench = node_parameters(config, BENCHMARK_NODE)
+    except ConfigError as err:
+        raise GraphError(f"the configuration cannot describe the graph: {err}") from err
+    # The graph's wiring, whatever the file says: sim_node waits for benchmark_node's load_visit,
+    # mapping_node for its start_visit, and nav_node drives sim_node's world over DDS.
+    sim.update({"node.scene": "", "node.recording": ""})
+    mapping["node.start_visit"] = 0
+    nav["navigation.scene"] = ""
+    bench.update(
+        {
+            "benchmark.arms": list(options.arms),
+            "benchmark.seeds": list(options.seeds),
+            RUN_DATASET: options.dataset,
+            RUN_OUTPUT: options.output,
+            RUN_DIR: options.run_dir,
+            RUN_STATIC_ONLY: options.static_only,
+        }
+    )
+    return (
+        NodeSpec(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", _checked(SIM_NODE, sim)),
+        NodeSpec(
+            MAPPING_NODE, "ovman_mapping", "mapping_node", "ovman_mapping.mapping_node", _checked(MAPPING_NODE, mapping)
+        ),
+        NodeSpec(QUERY_NODE, "ovman_query", "query_node", "ovman_query.query_node", _checked(QUERY_NODE, query)),
+        NodeSpec(NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _checked(NAV_NODE, nav)),
+        NodeSpec(
+            BENCHMARK_NODE,
+            PACKAGE,
+            "benchmark_node",
+            "ovman_eval.benchmark_node",
+            _checked(BENCHMARK_NODE, bench),
+            ends_graph=True,
+        ),
+    )
+
+
+def rviz_node(rviz_config: Path | str) -> NodeSpec:
+    """RViz 2 with the OVMAN layout (``rviz2 -d <share>/config/ovman.rviz``)."""
+    return NodeSpec(RVIZ_NODE, "rviz2", "rviz2", None, {}, arguments=("-d", str(rviz_config)))
+
+
+def params_file_document(nodes: Sequence[NodeSpec]) -> dict[str, Any]:
+    """One ROS 2 params document for the whole graph: one top-level key per node."""
+    document: dict[str, Any] = {}
+    for node in nodes:
+        if node.name in document:
+            raise GraphError(f"two nodes are named {node.name}")
+        document.update(node.params_document())
+    return document
+
+
+def config_for_dataset(config: OvmanConfig, dataset: Path | str) -> OvmanConfig:
+    """``config`` with sim_node's world kind set to the world of the dataset's episodes (as the
+    in-process runner does); raises GraphError for a missing or unreadable dataset."""
+    from ovman_eval.dataset import DatasetError, read_episodes
+    from ovman_eval.runner import BenchmarkError, configured_for
+
+    path = Path(dataset)
+    try:
+        records = read_episodes(path)
+        if not records:
+            raise GraphError(f"{path}: the dataset holds no episodes")
+        return configured_for(config, records)
+    except (DatasetError, BenchmarkError, ValueError) as err:
+        if isinstance(err, GraphError):
+            raise
+        raise GraphError(f"launch argument dataset: {err}") from err
+
+
+def share_path(share_directory: Path | str, relative: str) -> Path:
+    """A file of the package share directory (e.g. :data:`CONFIG_FILE`), which must exist."""
+    path = Path(share_directory) / relative
+    if not path.is_file():
+        raise GraphError(f"{path}: missing from the {PACKAGE} share directory; rebuild and install {PACKAGE}")
+    return path
+
+
+__all__ = [
+    "BENCHMARK_NODE",
+    "LAUNCH_ARGUMENTS",
+    "BenchmarkOptions",
+    "GraphError",
+    "LaunchArgument",
+    "NodeSpec",
+    "benchmark_graph",
+    "config_for_dataset",
+    "params_file_document",
+    "parse_bool",
+    "rviz_node",
+    "share_path",
+]

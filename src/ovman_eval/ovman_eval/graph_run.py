@@ -1,0 +1,370 @@
+"""What benchmark_node computes, without ROS: the ground truth, the navigation goal, the scores, the run directory.
+
+benchmark_node (:mod:`ovman_eval.benchmark_node`) drives the episodes through the graph and only
+converts messages; everything it decides or scores is here, built from the in-process runner's
+own pieces (:class:`ovman_eval.runner.GroupEvaluator`), so the two wirings score alike:
+
+- :func:`read_group_truth`: the ground truth of a recorded group, read from its recordings exactly
+  as :func:`ovman_eval.map_cache.build_group_maps` reads it (the graph maps the same frames in
+  mapping_node);
+- :func:`graph_group_maps`: a :class:`ovman_eval.map_cache.GroupMaps` of the maps received from
+  mapping_node (no point clouds or incremental history travel, so the map and memory diagnostics
+  are not computed: graph result lines carry ``diagnostics: null``);
+- :func:`navigation_plan`: where an arm navigates and how a moving target is followed (as
+  :meth:`ovman_eval.runner.GroupEvaluator.navigation_target`);
+- :func:`score_embodied`: the Eq. 4 test, SPL and the failure class of one navigation as the graph
+  reported it (as :meth:`ovman_eval.runner.GroupEvaluator.embodied_result` after its navigation);
+- :class:`GraphRun`: the run directory in the runner's layout (``results.jsonl`` etc.), resumable;
+  its identity carries ``"wiring": "ros_graph"`` so graph and in-process runs never resume each other.
+
+Frames: AI2-THOR world (metres; floor (x, z)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ovman_core.boxes import Vec2
+from ovman_core.config import OvmanConfig
+from ovman_core.grid import GridError, grid_from_reachable
+from ovman_core.relations import Relation
+from ovman_core.success import embodied_success, spl
+from ovman_core.world_state import ObjectState, WorldState
+from ovman_eval.answers import Answer
+from ovman_eval.dataset import code_revision
+from ovman_eval.episodes import EpisodeRecord
+from ovman_eval.failures import EpisodeOutcome, Gate, PartitionRadii, classify_failure, other_instance_footprints
+from ovman_eval.map_cache import CACHE_FORMAT, GroupMaps, GroupTruth, lean_map
+from ovman_eval.results import (
+    ARM_ORDER,
+    PARTIAL_RESULTS,
+    PARTIAL_SKETCHES,
+    EmbodiedResult,
+    EpisodeSketch,
+    LineAppender,
+    ResultRecord,
+    to_json_line,
+)
+from ovman_eval.runner import (
+    ABSTAINED_ERROR,
+    MAP_ARMS,
+    TIMING_KEYS,
+    BenchmarkError,
+    BenchmarkRequest,
+    GroupEvaluator,
+    RunSummary,
+    WorkUnit,
+    _find_resumable,
+    _finish,
+    _identity,
+    _new_run_dir,
+    _open_run_dir,
+    _plan_units,
+    _write_timings,
+    dataset_hash,
+)
+from ovman_mapping.instances import InstanceMap
+from ovman_nav.astar import shortest_success_path_length
+from ovman_nav.executor import NavTarget
+from ovman_query.arms import Arm
+from ovman_query.decisions import Prediction
+from ovman_sim.recording import RecordingError, read_visit
+
+WIRING = "ros_graph"
+"""Added to the run identity of graph runs."""
+QUERY_ARMS = frozenset({Arm.TWO_VISIT, Arm.ORACLE_GROUNDING, Arm.CATEGORY_ONLY})
+"""Arms benchmark_node asks query_node for (``/ovman/query``). The others run in benchmark_node
+from the received maps and the episode record: oracle_positions and given_answer are given ground
+truth, and single_visit is seeded per episode and scored with its exact success probability,
+which needs the answer point; query_node never receives either."""
+NO_DIAGNOSTICS = {"visit1": {}, "visit2": {}, "memory": {}}
+
+
+# ---- ground truth and maps ---------------------------------------------------------------------------
+
+
+def read_group_truth(dataset: Path, record: EpisodeRecord) -> GroupTruth:
+    """The ground truth of ``record``'s recordings (as the map cache reads it, without mapping)."""
+    first: dict[int, WorldState] = {}
+    last: dict[int, WorldState] = {}
+    seen: dict[int, set[str]] = {1: set(), 2: set()}
+    carried: list[ObjectState] = []
+    for visit, relative in ((1, record.recordings.visit1), (2, record.recordings.visit2)):
+        for frame in read_visit(dataset / relative):
+            first.setdefault(visit, frame.objects)
+            last[visit] = frame.objects
+            seen[visit].update(frame.observation.segment_instances.values())
+            if visit == 2 and record.moving_id is not None and record.moving_id in frame.objects:
+                carried.append(frame.objects[record.moving_id])
+        if visit not in first:
+            raise RecordingError(f"{dataset / relative}: episode {record.episode_id}: no frames recorded")
+    return GroupTruth(
+        visit1=first[1],
+        visit2_start=first[2],
+        visit2_end=last[2],
+        carried=tuple(carried),
+        discoverable1=frozenset(i for i in seen[1] if i in first[1]),
+        discoverable2=frozenset(i for i in seen[2] if i in last[2]),
+    )
+
+
+def graph_group_maps(group_id: str, map1: InstanceMap, map2: InstanceMap, truth: GroupTruth) -> GroupMaps:
+    """The group's maps as received from mapping_node, with the recordings' ground truth."""
+    if map1.encoder != map2.encoder:
+        raise BenchmarkError(
+            f"group {group_id}: the visit maps were built with encoders {map1.encoder!r} and {map2.encoder!r}"
+        )
+    return GroupMaps(
+        format_version=CACHE_FORMAT,
+        group_id=group_id,
+        encoder=map1.encoder,
+        map1=lean_map(map1),
+        map2=lean_map(map2),
+        truth=truth,
+        diagnostics=dict(NO_DIAGNOSTICS),
+        phrases={},
+    )
+
+
+def without_diagnostics(record: ResultRecord) -> ResultRecord:
+    """A graph result line: the wire maps carry no point clouds or history, so no diagnostics."""
+    return dataclasses.replace(record, diagnostics=None)
+
+
+# ---- navigation ----------------------------------------------------------------------------------------
+
+
+class Follow(enum.Enum):
+    """How a moving target is re-estimated while the agent navigates."""
+
+    NONE = "none"
+    TRUTH = "truth"
+    """The oracle arms: the instance's ground-truth position (``/ovman/ground_truth``)."""
+    SIGHTINGS = "sightings"
+    """The map arms: the agent's own sightings of the label (:class:`ovman_eval.tracking.LabelTracker`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NavigationPlan:
+    """The first target, and how it is followed: ``instance`` (TRUTH) or ``label`` (SIGHTINGS)."""
+
+    target: NavTarget
+    follow: Follow = Follow.NONE
+    instance: str = ""
+    label: str = ""
+
+
+def navigation_plan(
+    evaluator: GroupEvaluator,
+    arm: Arm,
+    record: EpisodeRecord,
+    maps: GroupMaps,
+    prediction: Prediction,
+    objects_at_start: WorldState,
+) -> NavigationPlan:
+    """Where ``arm`` navigates, as :meth:`ovman_eval.runner.GroupEvaluator.navigation_target` decides
+    it; ``objects_at_start``: the evaluated world once loaded (mover started)."""
+    assert prediction.point is not None, "an abstaining arm does not navigate"
+    moving = record.moving_id
+    if arm is Arm.GIVEN_ANSWER:
+        if moving is not None and record.answer.instance_id == moving:
+            obj = objects_at_start[moving]
+            return NavigationPlan(NavTarget(obj.floor, obj.box.footprint), Follow.TRUTH, instance=moving)
+        return NavigationPlan(NavTarget(record.answer.point, record.answer.region))
+    target = NavTarget(prediction.point, evaluator.answer_footprint(arm, prediction.relation, prediction, maps))
+    if prediction.relation is not Relation.MOVING or moving is None or not prediction.instance_ids:
+        return NavigationPlan(target)
+    chosen = prediction.instance_ids[-1]
+    if arm is Arm.ORACLE_POSITIONS:
+        if chosen not in objects_at_start:
+            return NavigationPlan(target)
+        return NavigationPlan(target, Follow.TRUTH, instance=chosen)
+    return NavigationPlan(target, Follow.SIGHTINGS, label=maps.map2[chosen].label)
+
+
+@dataclasses.dataclass(frozen=True)
+class NavigationOutcome:
+    """One navigation as the graph reported it: the Navigate result (``error``: the NavError name;
+    ``stop``: the final pose's floor point when the agent stopped by itself), the trajectory from
+    sim_node's frames, and every object's state when it ended (t_stop)."""
+
+    error: str
+    stop: Vec2 | None
+    path_length: float
+    steps: int
+    collisions: int
+    trajectory: tuple[Vec2, ...]
+    final_state: WorldState
+    retargets: int
+
+
+def score_embodied(
+    config: OvmanConfig,
+    record: EpisodeRecord,
+    reachable: Sequence[Vec2],
+    outcome: NavigationOutcome | None,
+    final_state: WorldState,
+) -> EmbodiedResult:
+    """The embodied result of one navigation (``outcome`` None: the arm abstained and never moved;
+    ``final_state`` is then the loaded world). ``reachable``: free positions of the evaluated
+    world when navigation started (sim_node's ``/map``). Scored as the in-process runner scores."""
+    task = config.task
+    radii = PartitionRadii.from_task(task)
+    start = record.start_pose.floor
+    try:
+        grid = grid_from_reachable(reachable, config.sim_node.world.grid_size)
+        start_cell = grid.cell_of(start)
+    except GridError as err:
+        raise BenchmarkError(f"episode {record.episode_id}: the evaluated world's grid is unusable: {err}") from err
+    answer = Answer(
+        record.query.category,
+        record.query.relation,
+        record.answer.instance_id,
+        record.answer.point,
+        record.answer.region,
+    )
+    if outcome is None:
+        stop, error, path_length, steps, collisions, trajectory, retargets = (
+            None,
+            ABSTAINED_ERROR,
+            0.0,
+            0,
+            0,
+            (start,),
+            0,
+        )
+    else:
+        stop, error, path_length = outcome.stop, outcome.error, outcome.path_length
+        steps, collisions, trajectory, retargets = (
+            outcome.steps,
+            outcome.collisions,
+            outcome.trajectory,
+            outcome.retargets,
+        )
+        final_state = outcome.final_state
+    follows = record.moving_id is not None and record.answer.instance_id == record.moving_id
+    if follows:
+        carried = final_state[record.answer.instance_id]
+        region, answer_point = carried.box.footprint, carried.floor
+    else:
+        region, answer_point = answer.region, answer.point
+    moved_answer = dataclasses.replace(answer, point=answer_point, region=region)
+    success = embodied_success(stop, region, task.success_radius)
+    failure = EpisodeOutcome(stop, answer_point, region, other_instance_footprints(final_state, moved_answer))
+    shortest = shortest_success_path_length(grid, start_cell, region, task.success_radius)
+    category = stop is not None and any(
+        embodied_success(stop, o.box.footprint, task.success_radius) for o in final_state.of_category(answer.category)
+    )
+    return EmbodiedResult(
+        stop=None if stop is None else (float(stop[0]), float(stop[1])),
+        success=success,
+        stop_distance=None if stop is None else region.distance_to(stop),
+        failure=classify_failure(failure, Gate.EMBODIED, radii).value,
+        category_success=category,
+        spl=spl(success, shortest, path_length) if shortest is not None else 0.0,
+        path_length=float(path_length),
+        shortest_path=shortest,
+        steps=int(steps),
+        collisions=int(collisions),
+        error=error,
+        answer_point=(float(answer_point[0]), float(answer_point[1])),
+        trajectory=tuple((float(x), float(z)) for x, z in trajectory),
+        retargets=int(retargets),
+    )
+
+
+def trajectory_of(poses: Sequence[Vec2]) -> tuple[Vec2, ...]:
+    """Floor positions visited, start first, from one position per frame (consecutive repeats dropped)."""
+    out: list[Vec2] = []
+    for point in poses:
+        if not out or out[-1] != point:
+            out.append(point)
+    return tuple(out)
+
+
+# ---- the run directory ---------------------------------------------------------------------------------
+
+
+class GraphRun:
+    """A run directory in the runner's layout (:mod:`ovman_eval.results`), written by benchmark_node.
+
+    Opens ``run_dir`` or the newest unfinished graph run with the same identity under ``out_root``
+    (else a new ``out_root/<UTC stamp>``); :attr:`units` is the work still to do, group by group.
+    """
+
+    def __init__(
+        self,
+        request: BenchmarkRequest,
+        config: OvmanConfig,
+        records: Sequence[EpisodeRecord],
+        encoder_description: str,
+        *,
+        out_root: Path | None = None,
+        run_dir: Path | None = None,
+    ) -> None:
+        if (out_root is None) == (run_dir is None):
+            raise BenchmarkError("give exactly one of out_root (a folder of runs) and run_dir (one run)")
+        self.request = request
+        self.records = list(records)
+        digest = dataset_hash(Path(request.dataset))
+        identity = {**_identity(request, config, digest, code_revision(), encoder_description), "wiring": WIRING}
+        if run_dir is None:
+            assert out_root is not None
+            run_dir = _find_resumable(out_root, identity) or _new_run_dir(out_root)
+        self.run_dir = Path(run_dir)
+        self.started = time.monotonic()
+        self.previous = _open_run_dir(self.run_dir, identity)
+        seen = {r.key for r in self.previous.records}
+        self.units: list[WorkUnit] = _plan_units(self.records, request, seen, set(self.previous.sketches))
+        self.timings = dict.fromkeys(TIMING_KEYS, 0.0)
+        self.timings.update({k: v for k, v in self.previous.timings.items() if k in self.timings})
+        self.total_groups = len({r.group_id for r in self.records})
+        self.done = self.total_groups - len(self.units)
+        self._results = LineAppender(self.run_dir / PARTIAL_RESULTS)
+        self._sketches = LineAppender(self.run_dir / PARTIAL_SKETCHES)
+
+    def commit(self, records: Sequence[ResultRecord], sketch: EpisodeSketch | None, timings: dict[str, float]) -> None:
+        """Append one finished group's records (and sketch) and add its timings."""
+        self._results.append(to_json_line(r) for r in records)
+        if sketch is not None:
+            self._sketches.append([to_json_line(sketch)])
+        for key, value in timings.items():
+            self.timings[key] += value
+        self.done += 1
+        _write_timings(self.run_dir, self.timings, self.wall_s, complete=False)
+
+    @property
+    def wall_s(self) -> float:
+        return time.monotonic() - self.started + self.previous.wall_s
+
+    def close(self) -> None:
+        self._results.close()
+        self._sketches.close()
+
+    def finish(self) -> RunSummary:
+        """Sort the partial files into ``results.jsonl``/``sketches.jsonl`` and write the finish marker."""
+        self.close()
+        order = {r.episode_id: k for k, r in enumerate(self.records)}
+        return _finish(self.run_dir, self.request, self.records, order, self.timings, self.wall_s, workers=1)
+
+
+__all__ = [
+    "ARM_ORDER",
+    "MAP_ARMS",
+    "QUERY_ARMS",
+    "WIRING",
+    "Follow",
+    "GraphRun",
+    "NavigationOutcome",
+    "NavigationPlan",
+    "graph_group_maps",
+    "navigation_plan",
+    "read_group_truth",
+    "score_embodied",
+    "trajectory_of",
+    "without_diagnostics",
+]

@@ -1,0 +1,281 @@
+"""``ovman launch benchmark``: the benchmark graph of :mod:`ovman_eval.graph` as processes.
+
+    ovman launch benchmark --dataset data/ovman-single
+    ovman launch benchmark --dataset data/ovman-single --arms two_visit,given_answer --seeds 0,1 --out runs
+
+The same description ``ros2 launch ovman_eval benchmark.launch.py`` starts, for machines where
+only the pip-installed rclpy exists (no ``ros2`` command): every node runs as
+``python -m <module> --ros-args -r __node:=<name> --params-file <graph params>``, the params file
+(one block per node, ROS 2 layout) written next to the node logs, and ``$OVMAN_CONFIG`` set to
+the configuration file. benchmark_node's output goes to the terminal, the other nodes' to
+``<log dir>/<node>.log``. SIGINT and SIGTERM are forwarded to every node. When benchmark_node
+exits, the other nodes get SIGINT (then SIGTERM, then SIGKILL, ``benchmark_node.node.shutdown_timeout_s``
+apart) and the command exits with benchmark_node's code; if another node dies first, the graph
+is stopped, its log is shown, and the command exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+
+import yaml
+
+from ovman_core.config import CONFIG_ENV, ConfigError, default_config_path, load_config
+from ovman_eval.graph import (
+    LAUNCH_ARGUMENTS,
+    PACKAGE,
+    RVIZ_FILE,
+    BenchmarkOptions,
+    GraphError,
+    NodeSpec,
+    benchmark_graph,
+    config_for_dataset,
+    params_file_document,
+    rviz_node,
+    share_path,
+)
+
+PARAMS_FILE = "graph_params.yaml"
+POLL_PERIOD_S = 0.2
+"""(s): how often the launcher looks whether a node exited (it has nothing else to do)."""
+LOG_TAIL_CHARS = 4000
+"""How much of a failed node's log is shown."""
+EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+
+def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable) -> list[str]:
+    """The command line that starts ``spec``: ``python -m`` for Python nodes, the program itself otherwise."""
+    if spec.module is None:
+        program = shutil.which(spec.executable)
+        if program is None:
+            raise GraphError(f"{spec.executable} is not installed (not on PATH); it is needed for node {spec.name}")
+        return [program, *spec.arguments]
+    command = [python, "-m", spec.module, *spec.arguments, "--ros-args", "-r", f"__node:={spec.name}"]
+    for source, target in spec.remappings:
+        command += ["-r", f"{source}:={target}"]
+    if spec.parameters:
+        command += ["--params-file", str(params_file)]
+    return command
+
+
+@dataclasses.dataclass
+class NodeProcess:
+    """A started node: its description, its process and where its output goes (None: the terminal)."""
+
+    spec: NodeSpec
+    process: subprocess.Popen[bytes]
+    log_path: Path | None
+
+    def log_tail(self) -> str:
+        if self.log_path is None or not self.log_path.is_file():
+            return "(output went to the terminal)"
+        return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+
+    def describe(self) -> str:
+        code = self.process.poll()
+        state = "running" if code is None else f"exited with code {code}"
+        return f"{self.spec.name} (pid {self.process.pid}) {state}"
+
+
+class RunningGraph:
+    """The nodes of a graph started as processes (see the module docstring).
+
+    ``echo``: names of the nodes whose output goes to this process's stdout/stderr instead of a log
+    file; ``env``: the environment of every node (default: this process's), to which
+    ``$OVMAN_CONFIG`` is added.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeSpec],
+        config_path: Path,
+        log_dir: Path,
+        *,
+        echo: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        shutdown_timeout_s: float = 10.0,
+        python: str = sys.executable,
+    ) -> None:
+        ends = [n for n in nodes if n.ends_graph]
+        if len(ends) != 1:
+            raise GraphError(f"a graph needs exactly one node that ends it, got {[n.name for n in ends]}")
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.params_file = self.log_dir / PARAMS_FILE
+        document = params_file_document(nodes)
+        self.params_file.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        environment = dict(os.environ if env is None else env)
+        environment[CONFIG_ENV] = str(Path(config_path).resolve())
+        commands = [(spec, node_command(spec, self.params_file, python)) for spec in nodes]
+        self.nodes: list[NodeProcess] = []
+        try:
+            for spec, command in commands:
+                self.nodes.append(self._start(spec, command, environment, spec.name in echo))
+        except BaseException:
+            self.stop()
+            raise
+        self.main = next(n for n in self.nodes if n.spec.ends_graph)
+
+    def _start(self, spec: NodeSpec, command: list[str], env: dict[str, str], echo: bool) -> NodeProcess:
+        if echo:
+            # Own session: a terminal's Ctrl-C reaches the nodes once, through signal forwarding.
+            process = subprocess.Popen(command, env=env, start_new_session=True)
+            return NodeProcess(spec, process, None)
+        log_path = self.log_dir / f"{spec.name}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        return NodeProcess(spec, process, log_path)
+
+    def signal_all(self, sig: int) -> None:
+        """Send ``sig`` to every node still running."""
+        for node in self.nodes:
+            if node.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    node.process.send_signal(sig)
+
+    def failed_node(self) -> NodeProcess | None:
+        """A node other than the main one that has exited (the graph cannot finish without it)."""
+        return next((n for n in self.nodes if n is not self.main and n.process.poll() is not None), None)
+
+    def wait(self) -> int:
+        """Wait until the main node exits (its code) or another node dies (1, after printing its log)."""
+        while True:
+            try:
+                return self.main.process.wait(timeout=POLL_PERIOD_S)
+            except subprocess.TimeoutExpired:
+                pass
+            failed = self.failed_node()
+            if failed is not None:
+                print(
+                    f"ovman launch: {failed.describe()} before {self.main.spec.name} finished; its log:\n"
+                    f"{failed.log_tail()}",
+                    file=sys.stderr,
+                )
+                return 1
+
+    def stop(self) -> None:
+        """SIGINT to every node, then SIGTERM, then SIGKILL, waiting ``shutdown_timeout_s`` between."""
+        for sig in EXIT_SIGNALS:
+            self.signal_all(sig)
+            deadline = time.monotonic() + self.shutdown_timeout_s
+            for node in self.nodes:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    node.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+            if all(n.process.poll() is not None for n in self.nodes):
+                return
+
+
+@contextlib.contextmanager
+def forwarded_signals(graph: RunningGraph) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM received by this process go to every node instead."""
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        graph.signal_all(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_graph(
+    nodes: Sequence[NodeSpec],
+    config_path: Path,
+    log_dir: Path,
+    *,
+    echo: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    shutdown_timeout_s: float = 10.0,
+) -> int:
+    """Start the graph, wait for its main node, stop the rest; the main node's exit code (see the module docstring)."""
+    graph = RunningGraph(nodes, config_path, log_dir, echo=echo, env=env, shutdown_timeout_s=shutdown_timeout_s)
+    try:
+        with forwarded_signals(graph):
+            code = graph.wait()
+    finally:
+        graph.stop()
+    return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+
+
+def rviz_layout() -> Path:
+    """config/ovman.rviz of this source checkout, else of the ovman_eval share directory (colcon installs)."""
+    checkout = Path(__file__).resolve().parents[3] / RVIZ_FILE
+    if checkout.is_file():
+        return checkout
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+    except ImportError:
+        raise GraphError(f"{checkout}: the RViz layout is missing and ament_index_python is not importable") from None
+    try:
+        return share_path(get_package_share_directory(PACKAGE), RVIZ_FILE)
+    except PackageNotFoundError as err:
+        raise GraphError(f"{checkout}: the RViz layout is missing, and {PACKAGE} is not installed: {err}") from err
+
+
+def add(parser: argparse.ArgumentParser) -> object:
+    parser.add_argument("graph", choices=["benchmark"], help="the graph to start")
+    descriptions = {a.name: a.description for a in LAUNCH_ARGUMENTS}
+    parser.add_argument("--dataset", required=True, help=descriptions["dataset"])
+    parser.add_argument("--arms", default="", help=descriptions["arms"])
+    parser.add_argument("--seeds", default="", help=descriptions["seeds"])
+    parser.add_argument("--out", default="runs", help=descriptions["output"])
+    parser.add_argument("--run-dir", default="", help=descriptions["run_dir"])
+    parser.add_argument("--static-only", action="store_true", help="the static gate only, no embodied runs")
+    parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
+    parser.add_argument("--rviz", action="store_true", help="also start rviz2 with config/ovman.rviz")
+    parser.add_argument(
+        "--log-dir", help="where the node logs and the params file go (default: a new temporary folder)"
+    )
+    return run
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config_path = Path(args.config) if args.config else default_config_path()
+        base = load_config(config_path)
+        values = {
+            "dataset": args.dataset,
+            "arms": args.arms,
+            "seeds": args.seeds,
+            "output": args.out,
+            "run_dir": args.run_dir,
+            "static_only": "true" if args.static_only else "false",
+        }
+        options = BenchmarkOptions.from_arguments(values, base)
+        nodes = benchmark_graph(config_for_dataset(base, options.dataset), options)
+        if args.rviz:
+            nodes = (*nodes, rviz_node(rviz_layout()))
+        log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="ovman-launch-"))
+    except (ConfigError, GraphError) as err:
+        print(f"ovman launch: {err}", file=sys.stderr)
+        return 2
+    print(f"ovman launch: node logs and parameters in {log_dir}", file=sys.stderr)
+    main_node = next(n.name for n in nodes if n.ends_graph)
+    try:
+        return run_graph(
+            nodes,
+            config_path,
+            log_dir,
+            echo=(main_node,),
+            shutdown_timeout_s=base.benchmark_node.node.shutdown_timeout_s,
+        )
+    except GraphError as err:
+        print(f"ovman launch: {err}", file=sys.stderr)
+        return 2

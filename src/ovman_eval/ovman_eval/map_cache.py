@@ -1,0 +1,386 @@
+"""The maps of a recorded group, built once and cached per (recordings, encoder, mapping config, code).
+
+Building the two visit maps of an episode from its recordings is the expensive part of the static
+gate (seconds per episode); answering from built maps takes milliseconds. A :class:`GroupMaps`
+holds everything the arms, the diagnostics and the figures need from the recordings:
+
+- both visits' maps in their *lean* form (:func:`lean_map`: what an InstanceMap message carries):
+  the point clouds, the incremental history and the sightings between the first and the last are
+  dropped once the diagnostics that need them (PA, TBS) are computed, so an entry loads in a few
+  milliseconds;
+- the ground truth read from the same frames (visit 1, the first and last frame of visit 2, the
+  mover's instance at every visit-2 frame) and the instances discoverable in each tour;
+- the map and memory diagnostics (:mod:`ovman_eval.diagnostics`) of the agent's maps and association;
+- the text embeddings of the group's noun phrases, so that answering from a cached entry needs
+  no language model.
+
+Entries are pickles in one directory, named by a key over the recordings (metadata and file
+size/mtime), the dataset's episode hash, the encoder description, the mapping configuration and
+the source of the code that builds maps; a change to any of them misses the cache. Entries are
+written atomically (temporary file, then rename), so parallel workers can share a directory.
+
+:class:`PhraseByPhraseEncoder` wraps the configured encoder so that every embedding is computed
+for one phrase at a time: batched transformer inference gives results that depend (in the last
+bits) on what else is in the batch, and a worker's batches depend on what it embedded before, so
+without this the results would depend on the number of workers.
+
+Frames: AI2-THOR world (metres).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gc
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ovman_core.config import OvmanConfig, to_document
+from ovman_core.world_state import ObjectState, WorldState
+from ovman_eval.diagnostics import diagnose_map, diagnose_visits
+from ovman_eval.episodes import EpisodeRecord
+from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
+from ovman_mapping.instances import Instance, InstanceMap, Sighting
+from ovman_query.association import Association
+from ovman_sim.recording import RecordingError, read_visit
+
+CACHE_FORMAT = 2
+"""Bumped when :class:`GroupMaps` changes shape."""
+
+_KEY_SOURCES = (
+    ("ovman_mapping", None),
+    ("ovman_sim", "recording.py"),
+    ("ovman_sim", "bundle.py"),
+    ("ovman_eval", "map_cache.py"),
+    ("ovman_eval", "diagnostics.py"),
+    ("ovman_query", "association.py"),
+)
+"""Source files whose content keys the cache: the mapper, the recording reader, this module, the
+diagnostics and the association they are computed with (None: every .py of the package)."""
+
+
+class MapCacheError(RuntimeError):
+    """A cache entry cannot be read or written (names the file)."""
+
+
+class PhraseByPhraseEncoder:
+    """A :class:`ovman_mapping.encoders.FeatureEncoder` whose text embeddings are computed one
+    phrase at a time and kept, and which starts the wrapped encoder (and its model) only when an
+    embedding is missing. ``known`` preloads phrase vectors (from a cache entry)."""
+
+    def __init__(self, config: OvmanConfig) -> None:
+        self._config = config.mapping_node.encoder
+        self._threads = config.benchmark_node.benchmark.encoder_threads
+        self._inner: FeatureEncoder | None = None
+        self._limited = False
+        self._description: str | None = None
+        self.known: dict[str, np.ndarray] = {}
+
+    @property
+    def kind(self) -> str:
+        return self._config.kind
+
+    @property
+    def inner(self) -> FeatureEncoder:
+        """The wrapped encoder, about to embed: torch's threads are limited first."""
+        if not self._limited:
+            _limit_torch_threads(self._threads)
+            self._limited = True
+        return self._encoder
+
+    @property
+    def _encoder(self) -> FeatureEncoder:
+        if self._inner is None:
+            self._inner = make_encoder(self._config)  # cheap: models load on the first embedding
+        return self._inner
+
+    @property
+    def description(self) -> str:
+        if self._description is None:
+            self._description = self._encoder.description
+        return self._description
+
+    def _one(self, phrase: str) -> np.ndarray:
+        vector = self.known.get(phrase)
+        if vector is None:
+            vector = np.asarray(self.inner.embed_text([phrase])[0], dtype=np.float64)
+            self.known[phrase] = vector
+        return vector
+
+    def embed_text(self, phrases: Sequence[str]) -> np.ndarray:
+        if not phrases:
+            return np.zeros((0, 0))
+        return np.stack([self._one(p) for p in phrases])
+
+    def embed_labels(self, labels: Sequence[str]) -> np.ndarray:
+        return self.embed_text([label_text(label) for label in labels])
+
+    def embed_instances(self, evidence: Sequence[InstanceEvidence]) -> np.ndarray:
+        if self.kind == "label":
+            # The label encoder embeds labels through its own per-phrase cache: fill it one phrase
+            # at a time first, so that its batch sees only phrases computed alone.
+            for label in sorted({label for item in evidence for label in item.labels}):
+                self.inner.embed_labels([label])
+        return self.inner.embed_instances(evidence)
+
+
+def _limit_torch_threads(threads: int) -> None:
+    """Set torch's intra-op threads of this process (``benchmark.encoder_threads``) when torch is installed."""
+    if threads < 1:
+        raise ValueError(f"config benchmark_node.benchmark.encoder_threads must be at least 1, got {threads}")
+    try:
+        import torch
+    except ImportError:
+        return  # encoders without torch need no limit
+    torch.set_num_threads(threads)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupTruth:
+    """Ground truth read from a group's recordings (AI2-THOR world frame).
+
+    ``visit2_end`` is the evaluated world; ``carried`` the mover's instance at every visit-2 frame
+    (empty without a mover); ``discoverable1``/``discoverable2`` the instances seen in at least one
+    frame of each tour (the diagnostics' G_base).
+    """
+
+    visit1: WorldState
+    visit2_start: WorldState
+    visit2_end: WorldState
+    carried: tuple[ObjectState, ...]
+    discoverable1: frozenset[str]
+    discoverable2: frozenset[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupMaps:
+    """One cache entry (see the module docstring). ``diagnostics``: ``visit1``/``visit2`` map
+    summaries and ``memory`` (SIR and per-change-kind counts) as plain JSON-able dicts; the
+    association depends only on the maps and the configuration, so it is kept too."""
+
+    format_version: int
+    group_id: str
+    encoder: str
+    map1: InstanceMap
+    map2: InstanceMap
+    truth: GroupTruth
+    diagnostics: dict[str, Any]
+    phrases: dict[str, np.ndarray]
+    association: Association | None = None
+    """The agent's association of ``map1`` and ``map2`` (None when not computed)."""
+
+
+def lean_map(instance_map: InstanceMap) -> InstanceMap:
+    """``instance_map`` reduced to what an InstanceMap message carries and the arms read: no point
+    clouds, no incremental history, and of the sightings only their number (the support) with the
+    first and the last one (first and last seen, the latest position); the sightings between are
+    repeats of the first, so that a cache entry holds a few objects per instance instead of one per
+    frame that saw it (it loads three times faster)."""
+    empty = np.zeros((0, 3))
+    instances: tuple[Instance, ...] = tuple(
+        dataclasses.replace(i, points=empty, sightings=_count_first_last(i.sightings)) for i in instance_map.instances
+    )
+    return dataclasses.replace(instance_map, instances=instances, history=(), aliases={})
+
+
+def _count_first_last(sightings: tuple[Sighting, ...]) -> tuple[Sighting, ...]:
+    if len(sightings) <= 2:
+        return sightings
+    return (sightings[0],) * (len(sightings) - 1) + (sightings[-1],)
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """sha256 over the source files listed in :data:`_KEY_SOURCES`."""
+    import importlib
+
+    digest = hashlib.sha256()
+    for package, name in _KEY_SOURCES:
+        folder = Path(importlib.import_module(package).__file__).parent  # type: ignore[arg-type]
+        files = sorted(folder.glob("*.py")) if name is None else [folder / name]
+        for path in files:
+            digest.update(f"{package}/{path.name}\n".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _recording_stamp(path: Path) -> dict[str, Any]:
+    """A cheap identity of a recording directory: its metadata.yaml and its files' sizes and mtimes."""
+    if not path.is_dir():
+        raise RecordingError(f"{path}: recording directory missing")
+    stamp: dict[str, Any] = {}
+    for entry in sorted(path.iterdir()):
+        info = entry.stat()
+        stamp[entry.name] = [info.st_size, info.st_mtime_ns]
+    metadata = path / "metadata.yaml"
+    if metadata.is_file():
+        stamp["metadata.yaml"].append(hashlib.sha256(metadata.read_bytes()).hexdigest())
+    return stamp
+
+
+class CacheKeys:
+    """Entry names for one (configuration, encoder, dataset): the parts common to every group are
+    hashed once, the recordings of each group at every call (see the module docstring)."""
+
+    def __init__(self, config: OvmanConfig, encoder_description: str, dataset_hash: str) -> None:
+        document = to_document(config)
+        identity = {
+            "format": CACHE_FORMAT,
+            "dataset": dataset_hash,
+            "encoder": encoder_description,
+            "mapping": document["mapping_node"],
+            "association": document["query_node"]["ros__parameters"]["association"],
+            "gate": config.benchmark_node.diagnostics.match_gate,
+            "moved_threshold": config.task.min_displacement,
+            "code": code_fingerprint(),
+        }
+        self.common = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+    def of(self, dataset_dir: Path, record: EpisodeRecord) -> str:
+        identity = {
+            "common": self.common,
+            "group": record.group_id,
+            "visit1": _recording_stamp(dataset_dir / record.recordings.visit1),
+            "visit2": _recording_stamp(dataset_dir / record.recordings.visit2),
+        }
+        text = json.dumps(identity, sort_keys=True)
+        return f"{record.group_id}-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+
+
+def cache_key(
+    dataset_dir: Path, record: EpisodeRecord, config: OvmanConfig, encoder_description: str, dataset_hash: str
+) -> str:
+    """The entry name of ``record``'s group (see the module docstring)."""
+    return CacheKeys(config, encoder_description, dataset_hash).of(dataset_dir, record)
+
+
+class MapCache:
+    """A directory of :class:`GroupMaps` pickles (``None`` directory: nothing is kept)."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+
+    def path(self, key: str) -> Path | None:
+        return None if self.directory is None else self.directory / f"{key}.pickle"
+
+    def get(self, key: str) -> GroupMaps | None:
+        path = self.path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            data = path.read_bytes()
+            # Unpickling creates thousands of small objects; the cyclic collector would scan every
+            # live object several times meanwhile (3x slower). Nothing here makes cycles.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                entry = pickle.loads(data)
+            finally:
+                if collecting:
+                    gc.enable()
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
+            raise MapCacheError(f"{path}: unreadable map cache entry ({err}); delete it to rebuild") from err
+        if not isinstance(entry, GroupMaps) or entry.format_version != CACHE_FORMAT:
+            return None
+        return entry
+
+    def put(self, key: str, entry: GroupMaps) -> None:
+        path = self.path(key)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                pickle.dump(entry, stream, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+def build_group_maps(
+    dataset_dir: Path,
+    record: EpisodeRecord,
+    phrases: Iterable[str],
+    config: OvmanConfig,
+    encoder: PhraseByPhraseEncoder,
+) -> GroupMaps:
+    """Read both recordings of ``record``'s group once: build the maps, the ground truth, the
+    diagnostics and the phrase embeddings. Raises RecordingError for a bad recording."""
+    from ovman_mapping.fusion import MapBuilder
+    from ovman_query.association import associate
+
+    first_state: dict[int, WorldState] = {}
+    last_state: dict[int, WorldState] = {}
+    seen: dict[int, set[str]] = {1: set(), 2: set()}
+    carried: list[ObjectState] = []
+    maps: dict[int, InstanceMap] = {}
+    for visit, relative in ((1, record.recordings.visit1), (2, record.recordings.visit2)):
+        builder = MapBuilder(config.mapping_node, encoder, visit)
+        for frame in read_visit(dataset_dir / relative):
+            builder.add(frame.observation)
+            first_state.setdefault(visit, frame.objects)
+            last_state[visit] = frame.objects
+            seen[visit].update(frame.observation.segment_instances.values())
+            if visit == 2 and record.moving_id is not None and record.moving_id in frame.objects:
+                carried.append(frame.objects[record.moving_id])
+        if visit not in first_state:
+            raise RecordingError(f"{dataset_dir / relative}: episode {record.episode_id}: no frames recorded")
+        maps[visit] = builder.build()
+    truth = GroupTruth(
+        visit1=first_state[1],
+        visit2_start=first_state[2],
+        visit2_end=last_state[2],
+        carried=tuple(carried),
+        discoverable1=frozenset(i for i in seen[1] if i in first_state[1]),
+        discoverable2=frozenset(i for i in seen[2] if i in last_state[2]),
+    )
+    gate = config.benchmark_node.diagnostics.match_gate
+    first = diagnose_map(maps[1], truth.visit1, truth.discoverable1, gate)
+    second = diagnose_map(maps[2], truth.visit2_end, truth.discoverable2, gate)
+    association = associate(maps[1], maps[2], config.query_node.association)
+    memory = diagnose_visits(association, first, second, truth.visit1, truth.visit2_end, config.task.min_displacement)
+    diagnostics = {
+        "visit1": first.summary(),
+        "visit2": second.summary(),
+        "memory": {
+            "sir": memory.identity.score,
+            "identity_ratio": memory.identity.ratio,
+            "carried": memory.identity.carried,
+            "resolved": memory.identity.resolved,
+            "changes": {
+                kind.value: {"predicted": s.predicted, "correct": s.correct, "relevant": s.relevant}
+                for kind, s in memory.changes.items()
+            },
+        },
+    }
+    vectors = {p: encoder.embed_text([p])[0] for p in sorted(set(phrases))}
+    return GroupMaps(
+        format_version=CACHE_FORMAT,
+        group_id=record.group_id,
+        encoder=encoder.description,
+        map1=lean_map(maps[1]),
+        map2=lean_map(maps[2]),
+        truth=truth,
+        diagnostics=_plain_numbers(diagnostics),
+        phrases=vectors,
+        association=association,
+    )
+
+
+def _plain_numbers(value: Any) -> Any:
+    """Numpy scalars as Python numbers (JSON-able), recursively."""
+    if isinstance(value, dict):
+        return {k: _plain_numbers(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -1,0 +1,431 @@
+"""The benchmark's results: one record per (episode, arm, seed), one JSON line each, and the run files.
+
+A :class:`ResultRecord` holds what one arm did on one episode under one run seed: the static gate
+(the predicted point against the answer point, TASK.md §3) and, unless the run is static-only, the
+embodied run (navigation in the live world from the episode's start, the Eq. 4 test at Stop, SPL).
+Both carry the failure class of :mod:`ovman_eval.failures` and the category-only test ("reach any
+instance of the queried category"). ``diagnostics`` holds the map and memory numbers
+(:mod:`ovman_eval.diagnostics`) of the maps the arm read, or None for arms without maps.
+
+A :class:`EpisodeSketch` is what the per-episode figure draws: both visits' map instances, the
+association, the ground truth and the reachable grid of the evaluated world.
+
+Files of a run directory ``runs/<stamp>/`` (written by :mod:`ovman_eval.runner`):
+
+- ``run.json``: the run's identity (request, whole configuration, code revision, dataset hash,
+  encoder) and when it started;
+- ``results.partial.jsonl`` / ``sketches.partial.jsonl`` while running: one line appended (and
+  fsync'ed) per finished record, so an interrupted run resumes from them; a torn last line is
+  dropped on resume;
+- ``results.jsonl`` / ``sketches.jsonl`` at the end: the same lines in a fixed order (dataset order,
+  then arm order, then seed), written atomically; byte-identical whatever the number of workers;
+- ``timings.json`` and ``finished.json`` (the clean-finish marker), then ``report.md``/``report.html``.
+
+Frames and units: AI2-THOR world frame, metres; points are floor (x, z).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = 1
+"""Version of the result line layout; readers reject others."""
+
+FLOAT_DECIMALS = 6
+"""Floats are written rounded to this many decimals (deterministic bytes across processes)."""
+
+RUN_FILE = "run.json"
+RESULTS = "results.jsonl"
+SKETCHES = "sketches.jsonl"
+PARTIAL_RESULTS = "results.partial.jsonl"
+PARTIAL_SKETCHES = "sketches.partial.jsonl"
+TIMINGS = "timings.json"
+FINISHED = "finished.json"
+
+Point = tuple[float, float]
+
+ARM_ORDER: tuple[str, ...] = (
+    "two_visit",
+    "single_visit",
+    "oracle_grounding",
+    "oracle_positions",
+    "given_answer",
+    "category_only",
+)
+"""Arms (ovman_query.arms.Arm values) in the order of tables and results files: the agent, the
+single-visit arm, the rungs of the error budget, then the category-only baseline."""
+
+
+class ResultsError(ValueError):
+    """A results or run file that cannot be read, or does not belong to this run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticResult:
+    """The static gate of one arm on one episode.
+
+    ``point``: the predicted point (None = abstained); ``distance``: from it to the answer point
+    (m); ``failure``: the :class:`ovman_eval.failures.FailureClass` value; ``category_success``:
+    within the gate radius of the point of any instance of the queried category at the end of
+    visit 2; ``success_probability``: the exact per-episode success probability of a stochastic
+    arm (single visit), else None; ``instance_ids``: what the answer rests on (map uids or
+    ground-truth ids); ``confidence`` and ``explanation`` as the arm gave them.
+    """
+
+    point: Point | None
+    success: bool
+    distance: float | None
+    failure: str
+    category_success: bool
+    success_probability: float | None
+    instance_ids: tuple[str, ...]
+    confidence: float
+    explanation: str
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbodiedResult:
+    """The embodied run of one arm on one episode.
+
+    ``stop``: where the agent issued Stop (None when it abstained or navigation ended otherwise);
+    ``stop_distance``: from it to the answer footprint at the moment of Stop (m); ``spl``:
+    ``S · l / max(p, l)`` with ``shortest_path`` l (m) from the start to the nearest position that
+    passes the test (None when unreachable) and ``path_length`` p (m); ``error``: the executor's
+    NavError name (``NONE`` when it stopped by itself, ``ABSTAINED`` when it never navigated);
+    ``answer_point``: the answer point at Stop (differs from the static one for moving answers);
+    ``trajectory``: floor positions visited, start first; ``retargets``: target estimates taken
+    from the agent's own sightings while following a moving target.
+    """
+
+    stop: Point | None
+    success: bool
+    stop_distance: float | None
+    failure: str
+    category_success: bool
+    spl: float
+    path_length: float
+    shortest_path: float | None
+    steps: int
+    collisions: int
+    error: str
+    answer_point: Point
+    trajectory: tuple[Point, ...]
+    retargets: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultRecord:
+    """One (episode, arm, seed): the static gate, the embodied run (None when static-only) and
+    the diagnostics of the maps the arm used (None for arms without maps).
+
+    The episode is described for tables and figures: its recorded group, scene, relation,
+    category, the number of instances of the category in W1 ∪ W2, the query phrase, the answer
+    (instance, point a, region A as (x_min, z_min, x_max, z_max)) and the start position.
+    """
+
+    format_version: int
+    episode_id: str
+    group_id: str
+    split: str
+    scene: str
+    relation: str
+    category: str
+    instances: int
+    phrase: str
+    answer_instance: str
+    answer_point: Point
+    answer_region: tuple[float, float, float, float]
+    start: Point
+    arm: str
+    seed: int
+    static: StaticResult
+    embodied: EmbodiedResult | None
+    diagnostics: dict[str, Any] | None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.episode_id, self.arm, self.seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class SketchInstance:
+    """A map instance (uid, majority label, floor centre, floor footprint, motion attribute) or a
+    ground-truth object (id, category, floor centre, footprint; ``moving`` False)."""
+
+    uid: str
+    label: str
+    point: Point
+    footprint: tuple[float, float, float, float]
+    moving: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class SketchPair:
+    """An association pair: visit-1 uid, visit-2 uid, stage (1 stayed, 2 relocated), floor displacement (m)."""
+
+    uid1: str
+    uid2: str
+    stage: int
+    displacement: float
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeSketch:
+    """What the top-down figure of one recorded group draws (see the module docstring).
+
+    ``reachable``: free grid positions of the evaluated world (empty for static-only runs);
+    ``truth1``/``truth2``: ground-truth objects of visit 1 and at the end of visit 2.
+    """
+
+    format_version: int
+    group_id: str
+    scene: str
+    map1: tuple[SketchInstance, ...]
+    map2: tuple[SketchInstance, ...]
+    pairs: tuple[SketchPair, ...]
+    removed: tuple[str, ...]
+    appeared: tuple[str, ...]
+    truth1: tuple[SketchInstance, ...]
+    truth2: tuple[SketchInstance, ...]
+    reachable: tuple[Point, ...]
+    grid_size: float
+
+
+# ---- JSON ------------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot write the non-finite float {value!r} into a result line")
+        rounded = round(value, FLOAT_DECIMALS)
+        return 0.0 if rounded == 0.0 else rounded
+    if hasattr(value, "item"):  # numpy scalars
+        return _plain(value.item())
+    raise TypeError(f"cannot write {type(value).__name__} {value!r} into a result line")
+
+
+def to_json_line(value: ResultRecord | EpisodeSketch) -> str:
+    """One line of JSON (no newline): sorted keys, compact, floats rounded; deterministic bytes."""
+    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _point(value: Any) -> Point | None:
+    return None if value is None else (float(value[0]), float(value[1]))
+
+
+def _static_from(doc: dict[str, Any]) -> StaticResult:
+    return StaticResult(
+        point=_point(doc["point"]),
+        success=bool(doc["success"]),
+        distance=None if doc["distance"] is None else float(doc["distance"]),
+        failure=str(doc["failure"]),
+        category_success=bool(doc["category_success"]),
+        success_probability=None if doc["success_probability"] is None else float(doc["success_probability"]),
+        instance_ids=tuple(str(u) for u in doc["instance_ids"]),
+        confidence=float(doc["confidence"]),
+        explanation=str(doc["explanation"]),
+    )
+
+
+def _embodied_from(doc: dict[str, Any] | None) -> EmbodiedResult | None:
+    if doc is None:
+        return None
+    return EmbodiedResult(
+        stop=_point(doc["stop"]),
+        success=bool(doc["success"]),
+        stop_distance=None if doc["stop_distance"] is None else float(doc["stop_distance"]),
+        failure=str(doc["failure"]),
+        category_success=bool(doc["category_success"]),
+        spl=float(doc["spl"]),
+        path_length=float(doc["path_length"]),
+        shortest_path=None if doc["shortest_path"] is None else float(doc["shortest_path"]),
+        steps=int(doc["steps"]),
+        collisions=int(doc["collisions"]),
+        error=str(doc["error"]),
+        answer_point=_point(doc["answer_point"]),  # type: ignore[arg-type]
+        trajectory=tuple(_point(p) for p in doc["trajectory"]),  # type: ignore[misc]
+        retargets=int(doc["retargets"]),
+    )
+
+
+def record_from_dict(doc: dict[str, Any]) -> ResultRecord:
+    """A record from its JSON document; ResultsError naming the field on a bad one."""
+    if not isinstance(doc, dict) or doc.get("format_version") != FORMAT_VERSION:
+        version = doc.get("format_version") if isinstance(doc, dict) else None
+        raise ResultsError(f"result line has format_version {version!r}; this reader understands {FORMAT_VERSION}")
+    try:
+        return ResultRecord(
+            format_version=FORMAT_VERSION,
+            episode_id=str(doc["episode_id"]),
+            group_id=str(doc["group_id"]),
+            split=str(doc["split"]),
+            scene=str(doc["scene"]),
+            relation=str(doc["relation"]),
+            category=str(doc["category"]),
+            instances=int(doc["instances"]),
+            phrase=str(doc["phrase"]),
+            answer_instance=str(doc["answer_instance"]),
+            answer_point=_point(doc["answer_point"]),  # type: ignore[arg-type]
+            answer_region=tuple(float(v) for v in doc["answer_region"]),  # type: ignore[arg-type]
+            start=_point(doc["start"]),  # type: ignore[arg-type]
+            arm=str(doc["arm"]),
+            seed=int(doc["seed"]),
+            static=_static_from(doc["static"]),
+            embodied=_embodied_from(doc["embodied"]),
+            diagnostics=doc["diagnostics"],
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise ResultsError(
+            f"result line of episode {doc.get('episode_id', '?')!r}: bad or missing field: {err}"
+        ) from err
+
+
+def _instance_from(doc: dict[str, Any]) -> SketchInstance:
+    return SketchInstance(
+        str(doc["uid"]),
+        str(doc["label"]),
+        _point(doc["point"]),  # type: ignore[arg-type]
+        tuple(float(v) for v in doc["footprint"]),  # type: ignore[arg-type]
+        bool(doc["moving"]),
+    )
+
+
+def sketch_from_dict(doc: dict[str, Any]) -> EpisodeSketch:
+    """A sketch from its JSON document; ResultsError on a bad one."""
+    try:
+        return EpisodeSketch(
+            format_version=int(doc["format_version"]),
+            group_id=str(doc["group_id"]),
+            scene=str(doc["scene"]),
+            map1=tuple(_instance_from(d) for d in doc["map1"]),
+            map2=tuple(_instance_from(d) for d in doc["map2"]),
+            pairs=tuple(
+                SketchPair(str(d["uid1"]), str(d["uid2"]), int(d["stage"]), float(d["displacement"]))
+                for d in doc["pairs"]
+            ),
+            removed=tuple(str(u) for u in doc["removed"]),
+            appeared=tuple(str(u) for u in doc["appeared"]),
+            truth1=tuple(_instance_from(d) for d in doc["truth1"]),
+            truth2=tuple(_instance_from(d) for d in doc["truth2"]),
+            reachable=tuple(_point(p) for p in doc["reachable"]),  # type: ignore[misc]
+            grid_size=float(doc["grid_size"]),
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise ResultsError(f"sketch line of group {doc.get('group_id', '?')!r}: bad or missing field: {err}") from err
+
+
+# ---- files -----------------------------------------------------------------------------------------
+
+
+def read_json_lines(path: Path, *, tolerate_torn_tail: bool = False) -> list[dict[str, Any]]:
+    """The JSON documents of a JSON-lines file (missing file: empty list).
+
+    With ``tolerate_torn_tail`` (a partial file an interrupted run was appending to), a last line
+    without its newline or not valid JSON is dropped; anywhere else a bad line raises ResultsError.
+    """
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    tail = lines.pop()  # "" when the file ends with a newline
+    docs = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            docs.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ResultsError(f"{path} line {number}: not valid JSON ({err})") from err
+    if tail and not tolerate_torn_tail:
+        raise ResultsError(f"{path}: truncated: the last line has no newline")
+    return docs
+
+
+def read_results(run_dir: str | os.PathLike[str]) -> list[ResultRecord]:
+    """The records of a finished run (``results.jsonl``), in file order."""
+    path = Path(run_dir) / RESULTS
+    if not path.is_file():
+        raise ResultsError(f"{path}: missing; the run has not finished (run `ovman benchmark` again to resume it)")
+    return [record_from_dict(doc) for doc in read_json_lines(path)]
+
+
+def read_sketches(run_dir: str | os.PathLike[str]) -> dict[str, EpisodeSketch]:
+    """The sketches of a finished run by group id (empty when the file is missing)."""
+    return {s.group_id: s for s in (sketch_from_dict(d) for d in read_json_lines(Path(run_dir) / SKETCHES))}
+
+
+class LineAppender:
+    """Appends JSON lines to a file, flushing and fsync'ing after each, so that a crash loses at
+    most the line being written (which :func:`read_json_lines` then drops)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair()
+        self._stream = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed in close()
+
+    def _repair(self) -> None:
+        """Cut a torn last line left by an interrupted run, so appends start on a fresh line."""
+        if not self.path.is_file():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            with open(self.path, "r+b") as stream:
+                stream.truncate(cut)
+                stream.flush()
+                os.fsync(stream.fileno())
+
+    def append(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self._stream.write(line + "\n")
+        self._stream.flush()
+        os.fsync(self._stream.fileno())
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def sort_key(record: ResultRecord, episode_order: dict[str, int], arm_order: Sequence[str]) -> tuple[int, int, int]:
+    """The fixed order of ``results.jsonl``: dataset order, then arm order, then seed."""
+    return (episode_order[record.episode_id], list(arm_order).index(record.arm), record.seed)
+
+
+__all__ = [
+    "ARM_ORDER",
+    "FINISHED",
+    "FORMAT_VERSION",
+    "PARTIAL_RESULTS",
+    "PARTIAL_SKETCHES",
+    "RESULTS",
+    "RUN_FILE",
+    "SKETCHES",
+    "TIMINGS",
+    "EmbodiedResult",
+    "EpisodeSketch",
+    "LineAppender",
+    "ResultRecord",
+    "ResultsError",
+    "SketchInstance",
+    "SketchPair",
+    "StaticResult",
+    "read_json_lines",
+    "read_results",
+    "read_sketches",
+    "record_from_dict",
+    "sketch_from_dict",
+    "to_json_line",
+]

@@ -1,0 +1,975 @@
+"""The in-process benchmark runner: the static gate and the embodied run of every arm (TASK.md §3, §6).
+
+For each recorded group of a dataset (an episode, or the episodes of one multi-change group):
+
+1. **Maps** of both visits from the recorded tours, built once per (recordings, encoder, mapping
+   configuration, code) and cached (:mod:`ovman_eval.map_cache`).
+2. **Static gate**, per (episode, arm, seed): the arm's predicted point against the answer point
+   (within ``task.static_gate_radius``; abstaining fails), the failure class, and the
+   category-only test (within the gate radius of any instance of the category at the end of
+   visit 2). The single-visit arm also carries its exact per-episode success probability.
+3. **Embodied run**, per (episode, arm, seed): the live world is reset to the evaluated world (the
+   last frame of the visit-2 recording) with the agent at the episode's start pose, under the
+   recording's condition, and the mover restarted with the episode's navigation seed. The arm
+   navigates with the reference executor (:func:`ovman_nav.executor.navigate`) to its predicted
+   point, stopping within R of the footprint of the instance its answer rests on (an ObjectNav
+   agent stops by its object); a moving answer is re-targeted from the agent's latest estimate
+   (:mod:`ovman_eval.tracking`; the oracle arms follow the ground truth). At Stop the Eq. 4 test
+   is applied with the answer footprint at that moment; SPL uses l = the shortest path from the
+   start to any position that passes the test (the executor's grid at the start of navigation).
+   An arm that abstains never moves and fails. The given-answer arm navigates exactly as the
+   certification oracle did.
+
+Arms: ``two_visit``, ``single_visit`` (a seeded uniform pick among the visit-2 grounded instances;
+its seed comes from ``query_node.seed``, the run seed and the episode id), ``oracle_grounding``,
+``oracle_positions``, ``given_answer`` and the ``category_only`` baseline (:mod:`ovman_query.arms`).
+The agent is given the category and the relation (the paper's default). Run seeds reseed the
+agents' stochastic choices, not the simulator: the mover always restarts with the episode's seed.
+
+Run directory ``runs/<stamp>/`` (file layout in :mod:`ovman_eval.results`): results are appended
+one line at a time with fsync and sorted into their final file at the end, so a rerun of the same
+command (same dataset, configuration, code revision, arms, seeds) resumes the unfinished run and
+does only the missing work. ``workers`` processes share the work by group; every result depends
+only on its episode, so any number of workers writes the same bytes.
+
+Frames: AI2-THOR world (metres; floor (x, z)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ovman_core.boxes import Footprint, Vec2
+from ovman_core.config import OvmanConfig, SimConfig, to_document
+from ovman_core.grid import GridError, grid_from_reachable
+from ovman_core.relations import Relation
+from ovman_core.success import embodied_success, spl, static_success
+from ovman_core.world_state import AgentPose, WorldState
+from ovman_eval.answers import Answer
+from ovman_eval.dataset import EPISODES, DatasetError, atomic_write_text, code_revision, read_episodes
+from ovman_eval.episodes import EpisodeRecord
+from ovman_eval.failures import EpisodeOutcome, Gate, PartitionRadii, classify_failure, other_instance_footprints
+from ovman_eval.map_cache import CacheKeys, GroupMaps, MapCache, PhraseByPhraseEncoder, build_group_maps
+from ovman_eval.results import (
+    ARM_ORDER,
+    FINISHED,
+    FORMAT_VERSION,
+    PARTIAL_RESULTS,
+    PARTIAL_SKETCHES,
+    RESULTS,
+    RUN_FILE,
+    SKETCHES,
+    TIMINGS,
+    EmbodiedResult,
+    EpisodeSketch,
+    LineAppender,
+    ResultRecord,
+    ResultsError,
+    SketchInstance,
+    SketchPair,
+    StaticResult,
+    read_json_lines,
+    record_from_dict,
+    sketch_from_dict,
+    sort_key,
+    to_json_line,
+)
+from ovman_eval.tracking import LabelTracker
+from ovman_mapping.instances import InstanceMap
+from ovman_nav.astar import shortest_success_path_length
+from ovman_nav.executor import NavError, NavSettings, NavTarget, navigate
+from ovman_query import arms as arm_functions
+from ovman_query.agent import ReferenceAgent, query_of
+from ovman_query.arms import Arm
+from ovman_query.association import Association
+from ovman_query.decisions import Prediction
+from ovman_sim.session import make_world
+from ovman_sim.world import Action, ActionResult, Condition, World
+
+MAP_ARMS = {Arm.TWO_VISIT, Arm.ORACLE_GROUNDING}
+"""Arms that read both maps and the agent's association (their diagnostics include memory)."""
+VISIT2_ARMS = {Arm.SINGLE_VISIT, Arm.CATEGORY_ONLY}
+"""Arms that read only the visit-2 map."""
+
+ABSTAINED_ERROR = "ABSTAINED"
+"""EmbodiedResult.error of an arm that abstained and so never navigated."""
+
+TIMING_KEYS = ("maps_build_s", "maps_load_s", "static_s", "embodied_s", "sketch_s")
+"""Cost split of the work (seconds, summed over workers)."""
+
+WorldFactory = Callable[[SimConfig], World]
+
+
+class BenchmarkError(ValueError):
+    """A benchmark run that cannot start or resume (bad arguments, a directory of another run)."""
+
+
+# ---- the request ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkRequest:
+    """What to run: ``arms`` × ``seeds`` on every episode of ``dataset``; embodied unless ``static_only``."""
+
+    dataset: Path
+    arms: tuple[Arm, ...]
+    seeds: tuple[int, ...]
+    static_only: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.arms or len(set(self.arms)) != len(self.arms):
+            raise BenchmarkError("arms must be a non-empty list without repeats")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or any(s < 0 for s in self.seeds):
+            raise BenchmarkError(f"seeds must be distinct non-negative integers, got {list(self.seeds)}")
+        object.__setattr__(self, "arms", tuple(sorted(self.arms, key=lambda a: ARM_ORDER.index(a.value))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": str(self.dataset),
+            "arms": [a.value for a in self.arms],
+            "seeds": list(self.seeds),
+            "static_only": self.static_only,
+        }
+
+
+def parse_arms(text: str | Sequence[str]) -> tuple[Arm, ...]:
+    """Arms from a comma-separated string or names; ``all`` means every arm."""
+    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
+    if names == ["all"]:
+        return tuple(Arm)
+    arms = []
+    for name in names:
+        try:
+            arms.append(Arm(name))
+        except ValueError:
+            raise BenchmarkError(f"unknown arm {name!r}; expected one of {', '.join(ARM_ORDER)} (or all)") from None
+    return tuple(arms)
+
+
+def pick_seed(config: OvmanConfig, run_seed: int, episode_id: str) -> int:
+    """The single-visit arm's seed for one episode: ``query_node.seed``, the run seed and the id."""
+    sequence = np.random.SeedSequence([config.query_node.seed, run_seed, zlib.crc32(episode_id.encode())])
+    return int(sequence.generate_state(1)[0] >> 1)
+
+
+def dataset_hash(dataset: Path) -> str:
+    """sha256 of the dataset's ``episodes.jsonl`` (the recordings are keyed per group in the map cache)."""
+    path = dataset / EPISODES
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as err:
+        raise DatasetError(f"{path}: cannot read ({err.strerror})") from err
+
+
+def configured_for(config: OvmanConfig, records: Sequence[EpisodeRecord]) -> OvmanConfig:
+    """``config`` with the world kind of the dataset's episodes (all episodes must share it)."""
+    worlds = sorted({r.scene.world for r in records})
+    if len(worlds) > 1:
+        raise BenchmarkError(f"the dataset mixes worlds ({', '.join(worlds)}); run each world's episodes separately")
+    if not worlds or worlds[0] == config.sim_node.world.kind:
+        return config
+    sim = dataclasses.replace(config.sim_node, world=dataclasses.replace(config.sim_node.world, kind=worlds[0]))
+    return dataclasses.replace(config, sim_node=sim)
+
+
+# ---- one unit of work: a recorded group ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkUnit:
+    """A recorded group: its episodes (dataset order), the (episode, arm, seed) keys still to run,
+    and whether its sketch is still missing."""
+
+    group_id: str
+    episode_ids: tuple[str, ...]
+    pending: tuple[tuple[str, str, int], ...]
+    need_sketch: bool
+
+
+@dataclasses.dataclass
+class UnitOutcome:
+    """What one unit produced, and its cost split (:data:`TIMING_KEYS`)."""
+
+    group_id: str
+    records: list[ResultRecord]
+    sketch: EpisodeSketch | None
+    timings: dict[str, float]
+
+
+class _StopProbe:
+    """Passes the executor's calls to the world and keeps the objects at the moment of Stop (t_stop)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.at_stop: WorldState | None = None
+
+    def agent_pose(self) -> AgentPose:
+        return self.world.agent_pose()
+
+    def reachable_positions(self) -> list[Vec2]:
+        return self.world.reachable_positions()
+
+    def step(self, action: Action) -> ActionResult:
+        if action is Action.STOP:
+            self.at_stop = self.world.objects()
+        return self.world.step(action)
+
+
+def _answer_of(record: EpisodeRecord) -> Answer:
+    return Answer(
+        record.query.category,
+        record.query.relation,
+        record.answer.instance_id,
+        record.answer.point,
+        record.answer.region,
+    )
+
+
+def _footprint(box_footprint: Any) -> tuple[float, float, float, float]:
+    return (box_footprint.x_min, box_footprint.z_min, box_footprint.x_max, box_footprint.z_max)
+
+
+class _MapsAgent(ReferenceAgent):
+    """The reference agent, answering the association of a group's maps from its cache entry
+    (it depends only on the maps and the configuration; several arms need it)."""
+
+    _known: GroupMaps | None = None
+
+    def remember(self, entry: GroupMaps) -> None:
+        self._known = entry
+
+    def associate(self, map1: InstanceMap, map2: InstanceMap) -> Association:
+        known = self._known
+        if known is not None and known.association is not None and map1 is known.map1 and map2 is known.map2:
+            return known.association
+        return super().associate(map1, map2)
+
+
+class GroupEvaluator:
+    """Evaluates work units in one process: its agent, its encoder, its world (made on first use)."""
+
+    def __init__(
+        self,
+        config: OvmanConfig,
+        dataset: Path,
+        records: Sequence[EpisodeRecord],
+        cache: MapCache,
+        dataset_digest: str,
+        world_factory: WorldFactory = make_world,
+        *,
+        static_only: bool = False,
+    ) -> None:
+        self.config = configured_for(config, records)
+        self.static_only = static_only
+        self.dataset = dataset
+        self.records = {r.episode_id: r for r in records}
+        self.cache = cache
+        self.dataset_digest = dataset_digest
+        self.world_factory = world_factory
+        self.encoder = PhraseByPhraseEncoder(self.config)
+        self.agent = _MapsAgent(self.config, encoder=self.encoder)
+        self._keys: CacheKeys | None = None
+        self.nav = NavSettings.from_config(self.config)
+        self.radii = PartitionRadii.from_task(self.config.task)
+        self._world: World | None = None
+
+    @property
+    def world(self) -> World:
+        if self._world is None:
+            self._world = self.world_factory(self.config.sim_node)
+        return self._world
+
+    def close(self) -> None:
+        if self._world is not None:
+            self._world.close()
+            self._world = None
+
+    # ------------------------------------------------------------------ maps
+
+    def group_maps(self, records: Sequence[EpisodeRecord], timings: dict[str, float]) -> GroupMaps:
+        """The group's maps from the cache, or built from the recordings and cached."""
+        clock = time.perf_counter()
+        if self._keys is None:
+            self._keys = CacheKeys(self.config, self.encoder.description, self.dataset_digest)
+        key = self._keys.of(self.dataset, records[0])
+        entry = self.cache.get(key)
+        if entry is not None:
+            self.encoder.known.update(entry.phrases)
+            timings["maps_load_s"] += time.perf_counter() - clock
+        else:
+            phrases = [r.query.noun_phrase for r in records]
+            entry = build_group_maps(self.dataset, records[0], phrases, self.config, self.encoder)
+            self.cache.put(key, entry)
+            timings["maps_build_s"] += time.perf_counter() - clock
+        self.agent.remember(entry)
+        return entry
+
+    # ------------------------------------------------------------------ the unit
+
+    def evaluate(self, unit: WorkUnit) -> UnitOutcome:
+        timings = dict.fromkeys(TIMING_KEYS, 0.0)
+        records = [self.records[e] for e in unit.episode_ids]
+        maps = self.group_maps(records, timings)
+        out: list[ResultRecord] = []
+        reachable: tuple[Vec2, ...] = ()
+        for episode_id, arm_name, seed in unit.pending:
+            record = self.records[episode_id]
+            arm = Arm(arm_name)
+            clock = time.perf_counter()
+            prediction = self.predict(arm, record, maps, seed)
+            static = self.static_result(record, maps, prediction)
+            clock2 = time.perf_counter()
+            timings["static_s"] += clock2 - clock
+            embodied = None
+            if not self.static_only:
+                embodied = self.embodied_result(arm, record, maps, prediction)
+                timings["embodied_s"] += time.perf_counter() - clock2
+            out.append(self.result_record(record, arm, seed, static, embodied, maps))
+        sketch = None
+        if unit.need_sketch:
+            clock = time.perf_counter()
+            if not self.static_only:
+                reachable = self.reachable_of(records[0], maps)
+            sketch = self.sketch(records[0], maps, reachable)
+            timings["sketch_s"] += time.perf_counter() - clock
+        return UnitOutcome(unit.group_id, out, sketch, timings)
+
+    # ------------------------------------------------------------------ static gate
+
+    def predict(self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, seed: int) -> Prediction:
+        """The arm's answer (the agent is given the category and the relation)."""
+        query = query_of(record.query.noun_phrase, record.query.relation, record.query.category)
+        agent = self.agent
+        if arm is Arm.TWO_VISIT:
+            return arm_functions.two_visit(agent, maps.map1, maps.map2, query)
+        if arm is Arm.SINGLE_VISIT:
+            return arm_functions.single_visit(
+                agent, maps.map2, query, pick_seed(self.config, seed, record.episode_id), record.answer.point
+            )
+        if arm is Arm.ORACLE_GROUNDING:
+            return arm_functions.oracle_grounding(agent, maps.map1, maps.map2, query)
+        if arm is Arm.ORACLE_POSITIONS:
+            truth = maps.truth
+            return arm_functions.oracle_positions(agent, truth.visit1, truth.visit2_end, query, record.moving_id)
+        if arm is Arm.GIVEN_ANSWER:
+            return arm_functions.given_answer(query, record.answer.point, record.answer.instance_id)
+        if arm is Arm.CATEGORY_ONLY:
+            return arm_functions.category_only(agent, maps.map2, query)
+        raise BenchmarkError(f"no arm {arm!r}")
+
+    def static_result(self, record: EpisodeRecord, maps: GroupMaps, prediction: Prediction) -> StaticResult:
+        task = self.config.task
+        point = prediction.point
+        answer = _answer_of(record)
+        final = maps.truth.visit2_end
+        outcome = EpisodeOutcome(point, answer.point, answer.region, other_instance_footprints(final, answer))
+        distance = None if point is None else math.dist(point, answer.point)
+        category = point is not None and any(
+            static_success(point, o.floor, task.static_gate_radius) for o in final.of_category(answer.category)
+        )
+        return StaticResult(
+            point=None if point is None else (float(point[0]), float(point[1])),
+            success=static_success(point, answer.point, task.static_gate_radius),
+            distance=distance,
+            failure=classify_failure(outcome, Gate.STATIC, self.radii).value,
+            category_success=category,
+            success_probability=prediction.success_probability,
+            instance_ids=tuple(prediction.instance_ids),
+            confidence=float(prediction.confidence),
+            explanation=prediction.explanation,
+        )
+
+    # ------------------------------------------------------------------ embodied run
+
+    def reset_world(self, record: EpisodeRecord, maps: GroupMaps) -> World:
+        """The evaluated world: visit-2's last frame, the start pose, the recording's condition, the mover."""
+        world = self.world
+        world.set_condition(Condition(record.scene.condition), record.scene.condition_seed)
+        world.reset(record.scene.name, maps.truth.visit2_end, record.start_pose)
+        if record.moving_id is not None:
+            assert record.seeds.navigation_mover is not None
+            world.start_mover(record.moving_id, record.seeds.navigation_mover)
+        return world
+
+    def reachable_of(self, record: EpisodeRecord, maps: GroupMaps) -> tuple[Vec2, ...]:
+        world = self.reset_world(record, maps)
+        cells = tuple((float(x), float(z)) for x, z in world.reachable_positions())
+        world.stop_mover()
+        return cells
+
+    def answer_footprint(self, arm: Arm, relation: Relation, prediction: Prediction, maps: GroupMaps) -> Footprint:
+        """The floor footprint of the instance the arm's answer rests on, in the visit its answer
+        is read from (a map box, or the ground-truth box for the oracle arms); the point itself
+        when the answer rests on no known instance."""
+        assert prediction.point is not None
+        ids = prediction.instance_ids
+        point = NavTarget.at_point(prediction.point).region
+        if not ids:
+            return point
+        past = relation.answer_visit == 1
+        if arm is Arm.ORACLE_POSITIONS:
+            state = maps.truth.visit1 if past else maps.truth.visit2_end
+            uid = ids[0] if past else ids[-1]
+            return state[uid].box.footprint if uid in state else point
+        if arm in MAP_ARMS and past:
+            instance_map, uid = maps.map1, ids[0]
+        else:
+            instance_map, uid = maps.map2, ids[-1]
+        try:
+            return instance_map[uid].box.footprint
+        except KeyError:
+            return point
+
+    def navigation_target(
+        self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, prediction: Prediction, world: World
+    ) -> tuple[NavTarget, Callable[[], NavTarget | None] | None, LabelTracker | None]:
+        """Where the arm navigates and how a moving target is re-estimated while it does.
+
+        Agents navigate to the footprint of the instance their answer rests on (stopping within R
+        of it, as an ObjectNav agent stops by its object); the given answer navigates to the true
+        answer region exactly as the certification oracle. Returns the first target, the update
+        callable polled before every action (None for a fixed target) and the tracker (map arms
+        following a moving target by their own sightings; the oracle arms follow the ground truth).
+        """
+        assert prediction.point is not None
+        moving = record.moving_id
+        if arm is Arm.GIVEN_ANSWER:
+            if moving is not None and record.answer.instance_id == moving:
+                instance_id = record.answer.instance_id
+
+                def truth() -> NavTarget:
+                    obj = world.objects()[instance_id]
+                    return NavTarget(obj.floor, obj.box.footprint)
+
+                return truth(), truth, None
+            return NavTarget(record.answer.point, record.answer.region), None, None
+        target = NavTarget(prediction.point, self.answer_footprint(arm, prediction.relation, prediction, maps))
+        if prediction.relation is not Relation.MOVING or moving is None or not prediction.instance_ids:
+            return target, None, None
+        chosen = prediction.instance_ids[-1]
+        if arm is Arm.ORACLE_POSITIONS:
+            if chosen not in world.objects():
+                return target, None, None
+
+            def ground_truth() -> NavTarget:
+                obj = world.objects()[chosen]
+                return NavTarget(obj.floor, obj.box.footprint)
+
+            return target, ground_truth, None
+        tracker = LabelTracker(
+            label=maps.map2[chosen].label,
+            estimate=prediction.point,
+            gate=self.config.benchmark_node.benchmark.track_gate,
+            mapping=self.config.mapping_node,
+        )
+
+        return target, lambda: tracker.observe(world.observe()), tracker
+
+    def embodied_result(
+        self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, prediction: Prediction
+    ) -> EmbodiedResult:
+        task = self.config.task
+        world = self.reset_world(record, maps)
+        start = record.start_pose.floor
+        try:
+            grid = grid_from_reachable(world.reachable_positions(), self.nav.resolution)
+            start_cell = grid.cell_of(start)
+        except GridError as err:
+            raise BenchmarkError(f"episode {record.episode_id}: the evaluated world's grid is unusable: {err}") from err
+        follows = record.moving_id is not None and record.answer.instance_id == record.moving_id
+        answer = _answer_of(record)
+        stop: Vec2 | None = None
+        retargets = 0
+        if prediction.point is None:
+            final_state = world.objects()
+            error, path_length, steps, collisions, trajectory = ABSTAINED_ERROR, 0.0, 0, 0, (start,)
+        else:
+            probe = _StopProbe(world)
+            target, updates, tracker = self.navigation_target(arm, record, maps, prediction, world)
+            result = navigate(
+                probe, target, self.nav, target_may_move=record.moving_id is not None, target_updates=updates
+            )
+            final_state = probe.at_stop if probe.at_stop is not None else world.objects()
+            if result.error is NavError.NONE and result.final_pose is not None and probe.at_stop is not None:
+                stop = result.final_pose.floor
+            error, path_length = result.error.name, result.path_length
+            steps, collisions, trajectory = result.steps, result.collisions, result.trajectory
+            retargets = tracker.updates if tracker is not None else 0
+        world.stop_mover()
+        if follows:
+            carried = final_state[record.answer.instance_id]
+            region, answer_point = carried.box.footprint, carried.floor
+        else:
+            region, answer_point = answer.region, answer.point
+        moved_answer = dataclasses.replace(answer, point=answer_point, region=region)
+        success = embodied_success(stop, region, task.success_radius)
+        outcome = EpisodeOutcome(stop, answer_point, region, other_instance_footprints(final_state, moved_answer))
+        shortest = shortest_success_path_length(grid, start_cell, region, task.success_radius)
+        category = stop is not None and any(
+            embodied_success(stop, o.box.footprint, task.success_radius)
+            for o in final_state.of_category(answer.category)
+        )
+        return EmbodiedResult(
+            stop=None if stop is None else (float(stop[0]), float(stop[1])),
+            success=success,
+            stop_distance=None if stop is None else region.distance_to(stop),
+            failure=classify_failure(outcome, Gate.EMBODIED, self.radii).value,
+            category_success=category,
+            spl=spl(success, shortest, path_length) if shortest is not None else 0.0,
+            path_length=float(path_length),
+            shortest_path=shortest,
+            steps=int(steps),
+            collisions=int(collisions),
+            error=error,
+            answer_point=(float(answer_point[0]), float(answer_point[1])),
+            trajectory=tuple((float(x), float(z)) for x, z in trajectory),
+            retargets=retargets,
+        )
+
+    # ------------------------------------------------------------------ records
+
+    def result_record(
+        self,
+        record: EpisodeRecord,
+        arm: Arm,
+        seed: int,
+        static: StaticResult,
+        embodied: EmbodiedResult | None,
+        maps: GroupMaps,
+    ) -> ResultRecord:
+        if arm in MAP_ARMS:
+            diagnostics: dict[str, Any] | None = dict(maps.diagnostics)
+        elif arm in VISIT2_ARMS:
+            diagnostics = {"visit2": maps.diagnostics["visit2"]}
+        else:
+            diagnostics = None
+        return ResultRecord(
+            format_version=FORMAT_VERSION,
+            episode_id=record.episode_id,
+            group_id=record.group_id,
+            split=record.split,
+            scene=record.scene.name,
+            relation=record.query.relation.value,
+            category=record.query.category,
+            instances=len(set(record.instances.visit1) | set(record.instances.visit2)),
+            phrase=record.query.phrase,
+            answer_instance=record.answer.instance_id,
+            answer_point=(float(record.answer.point[0]), float(record.answer.point[1])),
+            answer_region=_footprint(record.answer.region),
+            start=(float(record.start_pose.x), float(record.start_pose.z)),
+            arm=arm.value,
+            seed=seed,
+            static=static,
+            embodied=embodied,
+            diagnostics=diagnostics,
+        )
+
+    def sketch(self, record: EpisodeRecord, maps: GroupMaps, reachable: Sequence[Vec2]) -> EpisodeSketch:
+        association = self.agent.associate(maps.map1, maps.map2)
+
+        def of_map(instance_map: Any) -> tuple[SketchInstance, ...]:
+            return tuple(
+                SketchInstance(i.uid, i.label, i.floor, _footprint(i.box.footprint), bool(i.moving))
+                for i in instance_map
+            )
+
+        def of_truth(state: WorldState) -> tuple[SketchInstance, ...]:
+            return tuple(
+                SketchInstance(o.instance_id, o.category, o.floor, _footprint(o.box.footprint), False) for o in state
+            )
+
+        return EpisodeSketch(
+            format_version=FORMAT_VERSION,
+            group_id=record.group_id,
+            scene=record.scene.name,
+            map1=of_map(maps.map1),
+            map2=of_map(maps.map2),
+            pairs=tuple(SketchPair(p.uid1, p.uid2, p.stage, p.displacement) for p in association.pairs),
+            removed=tuple(association.removed),
+            appeared=tuple(association.appeared),
+            truth1=of_truth(maps.truth.visit1),
+            truth2=of_truth(maps.truth.visit2_end),
+            reachable=tuple(reachable),
+            grid_size=self.config.sim_node.world.grid_size,
+        )
+
+
+# ---- the run -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RunProgress:
+    """Units (groups) ``done`` of ``total`` (``resumed`` of them finished by an earlier invocation)."""
+
+    done: int
+    total: int
+    resumed: int
+    elapsed_s: float
+    last: str
+
+
+ProgressCallback = Callable[[RunProgress], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+    """A finished run: its directory and records (sorted as in ``results.jsonl``)."""
+
+    run_dir: Path
+    records: list[ResultRecord]
+    timings: dict[str, float]
+
+
+_WORKER: GroupEvaluator | None = None
+
+
+def _init_worker(
+    config: OvmanConfig,
+    dataset: Path,
+    records: list[EpisodeRecord],
+    cache_dir: Path | None,
+    digest: str,
+    static_only: bool,
+    world_factory: WorldFactory,
+) -> None:
+    global _WORKER
+    _WORKER = GroupEvaluator(
+        config, dataset, records, MapCache(cache_dir), digest, world_factory, static_only=static_only
+    )
+
+
+def _evaluate_in_worker(unit: WorkUnit) -> UnitOutcome:
+    assert _WORKER is not None, "worker not initialised"
+    return _WORKER.evaluate(unit)
+
+
+def _stamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+
+
+def _identity(
+    request: BenchmarkRequest, config: OvmanConfig, digest: str, revision: str, encoder: str
+) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "request": request.to_dict(),
+        "dataset_sha256": digest,
+        "code_revision": revision,
+        "encoder": encoder,
+        "config": to_document(config),
+    }
+
+
+def _find_resumable(out_root: Path, identity: dict[str, Any]) -> Path | None:
+    """The newest unfinished run directory under ``out_root`` with the same identity."""
+    if not out_root.is_dir():
+        return None
+    for candidate in sorted((p for p in out_root.iterdir() if p.is_dir()), reverse=True):
+        run_file = candidate / RUN_FILE
+        if not run_file.is_file() or (candidate / FINISHED).exists():
+            continue
+        try:
+            stored = json.loads(run_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if stored.get("identity") == identity:
+            return candidate
+    return None
+
+
+def _new_run_dir(out_root: Path) -> Path:
+    stamp = _stamp()
+    path = out_root / stamp
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = out_root / f"{stamp}-{suffix}"
+    return path
+
+
+def run_benchmark(
+    request: BenchmarkRequest,
+    config: OvmanConfig,
+    *,
+    out_root: Path | None = None,
+    run_dir: Path | None = None,
+    workers: int = 1,
+    cache_dir: Path | None = None,
+    world_factory: WorldFactory = make_world,
+    progress: ProgressCallback | None = None,
+) -> RunSummary:
+    """Run (or resume) the benchmark of ``request``; see the module docstring.
+
+    The run directory is ``run_dir`` when given (resumed when it holds the same run, refused when
+    it holds another), else the newest unfinished run with the same identity under ``out_root``,
+    else a new ``out_root/<UTC stamp>``. ``cache_dir`` keeps the maps (None: not cached).
+    """
+    if workers < 1:
+        raise BenchmarkError(f"workers must be at least 1, got {workers}")
+    if (out_root is None) == (run_dir is None):
+        raise BenchmarkError("give exactly one of out_root (a folder of runs) and run_dir (one run)")
+    dataset = Path(request.dataset)
+    records = read_episodes(dataset)
+    if not records:
+        raise BenchmarkError(f"{dataset}: the dataset holds no episodes")
+    config = configured_for(config, records)
+    digest = dataset_hash(dataset)
+    encoder = PhraseByPhraseEncoder(config).description
+    identity = _identity(request, config, digest, code_revision(), encoder)
+    if run_dir is None:
+        assert out_root is not None
+        run_dir = _find_resumable(out_root, identity) or _new_run_dir(out_root)
+    run_dir = Path(run_dir)
+    started = time.monotonic()
+    previous = _open_run_dir(run_dir, identity)
+    episode_order = {r.episode_id: k for k, r in enumerate(records)}
+    seen = {r.key for r in previous.records}
+    sketched = set(previous.sketches)
+    units = _plan_units(records, request, seen, sketched)
+    total_groups = len({r.group_id for r in records})
+    resumed = total_groups - len(units)
+    results_out = LineAppender(run_dir / PARTIAL_RESULTS)
+    sketches_out = LineAppender(run_dir / PARTIAL_SKETCHES)
+    timings = dict.fromkeys(TIMING_KEYS, 0.0)
+    timings.update({k: v for k, v in previous.timings.items() if k in timings})
+    done = resumed
+
+    def commit(outcome: UnitOutcome) -> None:
+        nonlocal done
+        results_out.append(to_json_line(r) for r in outcome.records)
+        if outcome.sketch is not None:
+            sketches_out.append([to_json_line(outcome.sketch)])
+        for key, value in outcome.timings.items():
+            timings[key] += value
+        done += 1
+        _write_timings(run_dir, timings, time.monotonic() - started + previous.wall_s, complete=False)
+        if progress is not None:
+            progress(RunProgress(done, total_groups, resumed, time.monotonic() - started, outcome.group_id))
+
+    try:
+        if workers == 1 or len(units) <= 1:
+            evaluator = GroupEvaluator(
+                config, dataset, records, MapCache(cache_dir), digest, world_factory, static_only=request.static_only
+            )
+            try:
+                for unit in units:
+                    commit(evaluator.evaluate(unit))
+            finally:
+                evaluator.close()
+        else:
+            initargs = (config, dataset, records, cache_dir, digest, request.static_only, world_factory)
+            _run_pool(units, workers, initargs, commit)
+    finally:
+        results_out.close()
+        sketches_out.close()
+    wall = time.monotonic() - started + previous.wall_s
+    return _finish(run_dir, request, records, episode_order, timings, wall, workers)
+
+
+def _run_pool(
+    units: list[WorkUnit], workers: int, initargs: tuple[Any, ...], commit: Callable[[UnitOutcome], None]
+) -> None:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=initargs) as pool:
+        futures: set[Future[UnitOutcome]] = set()
+        queue = list(units)
+        try:
+            # At most two queued units per worker, so an interruption loses little finished work.
+            while queue or futures:
+                while queue and len(futures) < 2 * workers:
+                    futures.add(pool.submit(_evaluate_in_worker, queue.pop(0)))
+                finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    commit(future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+@dataclasses.dataclass
+class _Previous:
+    records: list[ResultRecord]
+    sketches: dict[str, EpisodeSketch]
+    timings: dict[str, float]
+    wall_s: float
+
+
+def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
+    """Create the run directory, or check and load the unfinished run in it."""
+    run_file = run_dir / RUN_FILE
+    if run_file.is_file():
+        try:
+            stored = json.loads(run_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            raise BenchmarkError(f"{run_file}: unreadable ({err}); choose another run directory") from err
+        if stored.get("identity") != identity:
+            differences = sorted(k for k in identity if stored.get("identity", {}).get(k) != identity[k])
+            raise BenchmarkError(
+                f"{run_dir}: holds a different run (differs in {', '.join(differences) or 'format'}); "
+                "resume it with the same dataset, arms, seeds, configuration and code, or choose another directory"
+            )
+        if (run_dir / FINISHED).exists():
+            # A finished run given again: its final files become the partial ones it is refinished from.
+            for final, partial in ((RESULTS, PARTIAL_RESULTS), (SKETCHES, PARTIAL_SKETCHES)):
+                if (run_dir / final).is_file():
+                    os.replace(run_dir / final, run_dir / partial)
+            (run_dir / FINISHED).unlink()
+    elif run_dir.exists() and any(run_dir.iterdir()):
+        raise BenchmarkError(f"{run_dir}: not empty and holds no {RUN_FILE}; choose a new run directory")
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        document = {"identity": identity, "started_utc": _stamp()}
+        atomic_write_text(run_file, json.dumps(document, sort_keys=True, indent=1) + "\n")
+    try:
+        records = [record_from_dict(d) for d in read_json_lines(run_dir / PARTIAL_RESULTS, tolerate_torn_tail=True)]
+        sketches = [sketch_from_dict(d) for d in read_json_lines(run_dir / PARTIAL_SKETCHES, tolerate_torn_tail=True)]
+    except ResultsError as err:
+        raise BenchmarkError(f"{run_dir}: damaged partial results ({err}); choose a new run directory") from err
+    timings: dict[str, float] = {}
+    wall = 0.0
+    if (run_dir / TIMINGS).is_file():
+        try:
+            stored_timings = json.loads((run_dir / TIMINGS).read_text(encoding="utf-8"))
+            timings = {k: float(v) for k, v in stored_timings.get("work", {}).items()}
+            wall = float(stored_timings.get("wall_s", 0.0))
+        except (OSError, json.JSONDecodeError, ValueError, AttributeError):
+            timings, wall = {}, 0.0
+    unique: dict[tuple[str, str, int], ResultRecord] = {}
+    for record in records:
+        unique.setdefault(record.key, record)
+    return _Previous(list(unique.values()), {s.group_id: s for s in sketches}, timings, wall)
+
+
+def _plan_units(
+    records: Sequence[EpisodeRecord],
+    request: BenchmarkRequest,
+    seen: set[tuple[str, str, int]],
+    sketched: set[str],
+) -> list[WorkUnit]:
+    groups: dict[str, list[EpisodeRecord]] = {}
+    for record in records:
+        groups.setdefault(record.group_id, []).append(record)
+    units = []
+    for group_id, members in groups.items():
+        pending = tuple(
+            (r.episode_id, arm.value, seed)
+            for r in members
+            for arm in request.arms
+            for seed in request.seeds
+            if (r.episode_id, arm.value, seed) not in seen
+        )
+        need_sketch = group_id not in sketched
+        if pending or need_sketch:
+            units.append(WorkUnit(group_id, tuple(r.episode_id for r in members), pending, need_sketch))
+    return units
+
+
+def _write_timings(run_dir: Path, timings: dict[str, float], wall: float, complete: bool, workers: int = 0) -> None:
+    document = {
+        "complete": complete,
+        "wall_s": round(wall, 3),
+        "work": {k: round(v, 3) for k, v in timings.items()},
+    }
+    if workers:
+        document["workers"] = workers
+    atomic_write_text(run_dir / TIMINGS, json.dumps(document, sort_keys=True, indent=1) + "\n")
+
+
+def _finish(
+    run_dir: Path,
+    request: BenchmarkRequest,
+    records: Sequence[EpisodeRecord],
+    episode_order: dict[str, int],
+    timings: dict[str, float],
+    wall: float,
+    workers: int,
+) -> RunSummary:
+    """Sort the partial files into the final ones, check completeness, write the marker."""
+    results: dict[tuple[str, str, int], ResultRecord] = {}
+    for doc in read_json_lines(run_dir / PARTIAL_RESULTS, tolerate_torn_tail=True):
+        record = record_from_dict(doc)
+        results.setdefault(record.key, record)
+    expected = {(r.episode_id, a.value, s) for r in records for a in request.arms for s in request.seeds}
+    missing = sorted(expected - set(results))
+    if missing:
+        raise BenchmarkError(f"{run_dir}: {len(missing)} results missing after the run (first {missing[0]}); rerun")
+    ordered = sorted((results[k] for k in expected), key=lambda r: sort_key(r, episode_order, ARM_ORDER))
+    sketches: dict[str, EpisodeSketch] = {}
+    for doc in read_json_lines(run_dir / PARTIAL_SKETCHES, tolerate_torn_tail=True):
+        sketch = sketch_from_dict(doc)
+        sketches.setdefault(sketch.group_id, sketch)
+    group_order = list(dict.fromkeys(r.group_id for r in records))
+    atomic_write_text(run_dir / RESULTS, "".join(to_json_line(r) + "\n" for r in ordered))
+    atomic_write_text(
+        run_dir / SKETCHES, "".join(to_json_line(sketches[g]) + "\n" for g in group_order if g in sketches)
+    )
+    _write_timings(run_dir, timings, wall, complete=True, workers=workers)
+    atomic_write_text(
+        run_dir / FINISHED,
+        json.dumps({"finished_utc": _stamp(), "results": len(ordered), "wall_s": round(wall, 3)}, sort_keys=True)
+        + "\n",
+    )
+    for name in (PARTIAL_RESULTS, PARTIAL_SKETCHES):
+        (run_dir / name).unlink(missing_ok=True)
+    return RunSummary(run_dir, ordered, dict(timings))
+
+
+def evaluate_episode(
+    dataset: Path,
+    episode_id: str,
+    config: OvmanConfig,
+    arms: Sequence[Arm] = tuple(Arm),
+    seed: int = 0,
+    *,
+    static_only: bool = False,
+    cache_dir: Path | None = None,
+    world_factory: WorldFactory = make_world,
+) -> tuple[list[ResultRecord], EpisodeSketch]:
+    """One episode's records (every arm in ``arms``, one seed) and its sketch, without a run directory
+    (``ovman show``)."""
+    records = read_episodes(dataset)
+    by_id = {r.episode_id: r for r in records}
+    if episode_id not in by_id:
+        known = ", ".join(sorted(by_id)[:8])
+        raise BenchmarkError(f"{dataset}: no episode {episode_id!r} (episodes include {known})")
+    record = by_id[episode_id]
+    evaluator = GroupEvaluator(
+        config, dataset, records, MapCache(cache_dir), dataset_hash(dataset), world_factory, static_only=static_only
+    )
+    try:
+        unit = WorkUnit(record.group_id, (episode_id,), tuple((episode_id, a.value, seed) for a in arms), True)
+        outcome = evaluator.evaluate(unit)
+    finally:
+        evaluator.close()
+    assert outcome.sketch is not None
+    return outcome.records, outcome.sketch
+
+
+__all__ = [
+    "ARM_ORDER",
+    "BenchmarkError",
+    "BenchmarkRequest",
+    "GroupEvaluator",
+    "RunProgress",
+    "RunSummary",
+    "WorkUnit",
+    "evaluate_episode",
+    "parse_arms",
+    "pick_seed",
+    "run_benchmark",
+]

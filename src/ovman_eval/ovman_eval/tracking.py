@@ -1,0 +1,74 @@
+"""Following a moving target with the agent's own eyes: the latest estimate from live frames.
+
+When an agent answers a moving query, the instance it chose keeps moving while it navigates. The
+agent re-targets from what it sees: every frame is segmented and back-projected as the mapper
+does (:func:`ovman_mapping.backprojection.segment_frame`), and among the segments carrying the
+tracked instance's segmenter label whose box centre lies within ``gate`` of the current estimate,
+the nearest becomes the new estimate (its box footprint the target region). Frames without such
+a segment leave the estimate where it is. The gate keeps the tracker on its instance: the
+anti-shortcut rule puts every other instance of the category farther than
+``task.separation_radius`` from the answer along the mover's whole path, and
+``benchmark.track_gate`` stays below it.
+
+Only segmenter labels and geometry are read; never the ground-truth instance channel.
+Frames: AI2-THOR world (metres); estimates are floor points (x, z).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ovman_core.boxes import Vec2
+from ovman_core.config import MappingConfig
+from ovman_mapping.backprojection import segment_frame
+from ovman_nav.executor import NavTarget
+from ovman_sim.world import Observation
+
+
+@dataclasses.dataclass
+class LabelTracker:
+    """The estimate of one moving instance (``label``: its majority segmenter label; ``estimate``:
+    floor point, metres), updated from frames; ``updates`` counts the sightings that moved it."""
+
+    label: str
+    estimate: Vec2
+    gate: float
+    mapping: MappingConfig
+    updates: int = 0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.gate) and self.gate > 0.0):
+            raise ValueError(f"benchmark.track_gate must be a positive distance in metres, got {self.gate!r}")
+
+    def observe(self, observation: Observation) -> NavTarget | None:
+        """Update from one frame; returns the new target (the sighting's floor point and footprint)
+        when this frame moved the estimate, else None."""
+        pose = observation.pose
+        segments = segment_frame(
+            observation.rgb,
+            observation.depth,
+            observation.segments,
+            observation.segment_labels,
+            observation.intrinsics,
+            observation.camera_position,
+            pose.yaw_deg,
+            pose.horizon_deg,
+            self.mapping.mapping,
+            self.mapping.encoder.colour_bins,
+            step=observation.step,
+        )
+        best: tuple[float, NavTarget] | None = None
+        for segment in segments:
+            if segment.label != self.label:
+                continue
+            box = segment.box
+            point = (box.center[0], box.center[2])
+            distance = math.hypot(point[0] - self.estimate[0], point[1] - self.estimate[1])
+            if distance <= self.gate and (best is None or distance < best[0]):
+                best = (distance, NavTarget(point, box.footprint))
+        if best is None or best[1].point == self.estimate:
+            return None
+        self.estimate = best[1].point
+        self.updates += 1
+        return best[1]

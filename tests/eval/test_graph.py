@@ -1,0 +1,466 @@
+"""The benchmark graph described once (ovman_eval.graph), and its two starters' view of it.
+
+- the description: five nodes, each a module with a console script, parameters from the config;
+- ``launch/benchmark.launch.py`` run against a recording fake of the ``launch``/``launch_ros`` API
+  surface it uses (those packages are not installable here): its arguments, Node actions,
+  parameters, shutdown handler and RViz must be exactly the description's;
+- ``ovman launch``'s process starter on stand-in nodes: exit codes, signal forwarding;
+- ``config/ovman.rviz``: fixed frame ``map`` and the graph's topics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ovman_core.config import CONFIG_ENV, load_config, node_parameters, to_document
+from ovman_core.relations import Relation
+from ovman_eval import graph
+from ovman_eval.launch_command import RunningGraph, node_command, run_graph
+
+from .generation_setup import generate, request, small_config
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCH_FILE = REPO / "launch" / "benchmark.launch.py"
+NODES = ("sim_node", "mapping_node", "query_node", "nav_node", "benchmark_node")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("graph") / "dataset"
+    generate(out, request(relations=(Relation.REMOVED,), scenes=("embedded-0",)))
+    return out
+
+
+@pytest.fixture
+def share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An ament prefix with ovman_eval installed as colcon would: marker, config/ and launch/."""
+    prefix = tmp_path / "install"
+    marker = prefix / "share" / "ament_index" / "resource_index" / "packages" / "ovman_eval"
+    marker.parent.mkdir(parents=True)
+    marker.write_text("")
+    share = prefix / "share" / "ovman_eval"
+    (share / "config").mkdir(parents=True)
+    (share / "config" / "ovman.yaml").write_text(yaml.safe_dump(to_document(small_config())), encoding="utf-8")
+    (share / "config" / "ovman.rviz").write_text((REPO / "config" / "ovman.rviz").read_text())
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    return share
+
+
+# ---- the description ---------------------------------------------------------------------------
+
+
+def options(dataset: Path, **changes: Any) -> graph.BenchmarkOptions:
+    return dataclasses.replace(graph.BenchmarkOptions(str(dataset), ("two_visit",), (0,)), **changes)
+
+
+def test_the_graph_is_five_nodes_each_a_module_with_its_console_script(dataset: Path):
+    nodes = graph.benchmark_graph(load_config(), options(dataset))
+    assert tuple(n.name for n in nodes) == NODES
+    assert [n.name for n in nodes if n.ends_graph] == ["benchmark_node"]
+    for node in nodes:
+        assert importlib.util.find_spec(node.module) is not None, node.module
+        setup = (REPO / "src" / node.package / "setup.py").read_text()
+        assert f"{node.executable} = {node.module}:main" in setup, (node.package, node.executable)
+
+
+def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_inputs(dataset: Path):
+    config = load_config()
+    run = options(dataset, arms=("two_visit", "given_answer"), seeds=(3, 4), output="out", static_only=True)
+    nodes = {n.name: n for n in graph.benchmark_graph(config, run)}
+    wiring = {
+        "sim_node": {"node.scene": "", "node.recording": ""},
+        "mapping_node": {"node.start_visit": 0},
+        "query_node": {},
+        "nav_node": {"navigation.scene": ""},
+    }
+    for name, overrides in wiring.items():
+        expected = {**node_parameters(config, name), **overrides}
+        if name == "query_node":
+            expected |= {k: v for k, v in node_parameters(config, "mapping_node").items() if k.startswith("encoder.")}
+        assert dict(nodes[name].parameters) == expected, name
+    bench = dict(nodes["benchmark_node"].parameters)
+    assert bench["benchmark.arms"] == ["two_visit", "given_answer"] and bench["benchmark.seeds"] == [3, 4]
+    assert bench[graph.RUN_DATASET] == str(dataset) and bench[graph.RUN_OUTPUT] == "out"
+    assert bench[graph.RUN_STATIC_ONLY] is True and bench[graph.RUN_DIR] == ""
+    assert {k: v for k, v in bench.items() if not k.startswith(("run.", "benchmark.arms", "benchmark.seeds"))} == {
+        k: v
+        for k, v in node_parameters(config, "benchmark_node").items()
+        if k not in ("benchmark.arms", "benchmark.seeds")
+    }
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def test_params_file_has_one_block_per_node_whose_nested_keys_are_the_dotted_parameters(dataset: Path):
+    nodes = graph.benchmark_graph(load_config(), options(dataset))
+    document = yaml.safe_load(yaml.safe_dump(graph.params_file_document(nodes), sort_keys=False))
+    assert list(document) == list(NODES)
+    for node in nodes:
+        assert set(document[node.name]) == {"ros__parameters"}
+        assert _flatten(document[node.name]["ros__parameters"]) == dict(node.parameters)
+
+
+def test_options_default_to_the_config_and_name_the_bad_argument(dataset: Path):
+    config = load_config()
+    parsed = graph.BenchmarkOptions.from_arguments({"dataset": str(dataset)}, config)
+    assert parsed.arms == tuple(config.benchmark_node.benchmark.arms)
+    assert parsed.seeds == tuple(config.benchmark_node.benchmark.seeds)
+    assert (parsed.output, parsed.run_dir, parsed.static_only) == ("runs", "", False)
+    assert graph.BenchmarkOptions.from_arguments({"dataset": "d", "arms": "all"}, config).arms == graph.ARM_ORDER
+    for values, name in (
+        ({}, "dataset"),
+        ({"dataset": "d", "seeds": "1,x"}, "seeds"),
+        ({"dataset": "d", "arms": "two_visit,psychic"}, "arms"),
+        ({"dataset": "d", "static_only": "maybe"}, "static_only"),
+        ({"dataset": "d", "colour": "red"}, "colour"),
+    ):
+        with pytest.raises(graph.GraphError, match=name):
+            graph.BenchmarkOptions.from_arguments(values, config)
+
+
+def test_a_missing_dataset_is_refused_before_anything_starts(tmp_path: Path):
+    with pytest.raises(graph.GraphError, match="dataset"):
+        graph.config_for_dataset(load_config(), tmp_path / "nowhere")
+
+
+def test_the_dataset_world_sets_the_simulated_world(dataset: Path):
+    config = load_config()
+    thor = dataclasses.replace(
+        config,
+        sim_node=dataclasses.replace(config.sim_node, world=dataclasses.replace(config.sim_node.world, kind="ai2thor")),
+    )
+    adjusted = graph.config_for_dataset(thor, dataset)
+    sim = next(n for n in graph.benchmark_graph(adjusted, options(dataset)) if n.name == "sim_node")
+    assert sim.parameters["world.kind"] == "embedded"
+
+
+def test_empty_list_parameters_are_refused_with_the_node_and_name(dataset: Path):
+    config = load_config()
+    bad = dataclasses.replace(
+        config,
+        sim_node=dataclasses.replace(
+            config.sim_node, ai2thor=dataclasses.replace(config.sim_node.ai2thor, structural_types=[])
+        ),
+    )
+    with pytest.raises(graph.GraphError, match=r"sim_node parameter ai2thor\.structural_types"):
+        graph.benchmark_graph(bad, options(dataset))
+
+
+# ---- the launch file against a fake launch API --------------------------------------------------
+
+
+class Recorded:
+    """Keeps its keyword arguments, like the real actions keep their configuration."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+
+class LaunchDescription:
+    def __init__(self, initial_entities: list[Any] | None = None) -> None:
+        self.entities = list(initial_entities or [])
+
+
+class DeclareLaunchArgument(Recorded):
+    def __init__(self, name: str, *, default_value: str | None = None, description: str | None = None, **kwargs: Any):
+        super().__init__(default_value=default_value, description=description, **kwargs)
+        self.name = name
+
+
+class OpaqueFunction(Recorded):
+    def __init__(self, *, function: Any, args: list[Any] | None = None, kwargs: dict[str, Any] | None = None):
+        super().__init__()
+        self.function, self.args, self.fn_kwargs = function, args or [], kwargs or {}
+
+    def execute(self, context: Any) -> list[Any]:
+        return self.function(context, *self.args, **self.fn_kwargs)
+
+
+class SetEnvironmentVariable(Recorded):
+    def __init__(self, name: str, value: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.name, self.value = name, value
+
+
+class RegisterEventHandler(Recorded):
+    def __init__(self, event_handler: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.event_handler = event_handler
+
+
+class EmitEvent(Recorded):
+    def __init__(self, *, event: Any, **kwargs: Any):
+        super().__init__(event=event, **kwargs)
+
+
+class OnProcessExit(Recorded):
+    def __init__(self, *, target_action: Any = None, on_exit: Any, **kwargs: Any):
+        super().__init__(target_action=target_action, on_exit=on_exit, **kwargs)
+
+
+class Shutdown(Recorded):
+    def __init__(self, *, reason: str = "reason not given"):
+        super().__init__(reason=reason)
+
+
+class LaunchConfiguration:
+    def __init__(self, variable_name: str, *, default: str | None = None) -> None:
+        self.name, self.default = variable_name, default
+
+    def perform(self, context: Any) -> str:
+        if self.name in context.launch_configurations:
+            return context.launch_configurations[self.name]
+        if self.default is None:
+            raise LookupError(f"launch configuration '{self.name}' does not exist")
+        return self.default
+
+
+class Node(Recorded):
+    """launch_ros.actions.Node's keyword-only signature; the rest goes to ExecuteProcess."""
+
+    def __init__(
+        self,
+        *,
+        executable: str,
+        package: str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        exec_name: str | None = None,
+        parameters: list[Any] | None = None,
+        remappings: list[Any] | None = None,
+        ros_arguments: list[Any] | None = None,
+        arguments: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.executable, self.package, self.name = executable, package, name
+        self.parameters, self.remappings, self.arguments = parameters, remappings, arguments
+
+
+@pytest.fixture
+def fake_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    modules = {
+        "launch": {"LaunchDescription": LaunchDescription},
+        "launch.actions": {
+            "DeclareLaunchArgument": DeclareLaunchArgument,
+            "EmitEvent": EmitEvent,
+            "OpaqueFunction": OpaqueFunction,
+            "RegisterEventHandler": RegisterEventHandler,
+            "SetEnvironmentVariable": SetEnvironmentVariable,
+        },
+        "launch.event_handlers": {"OnProcessExit": OnProcessExit},
+        "launch.events": {"Shutdown": Shutdown},
+        "launch.substitutions": {"LaunchConfiguration": LaunchConfiguration},
+        "launch_ros": {},
+        "launch_ros.actions": {"Node": Node},
+    }
+    for name, attributes in modules.items():
+        module = types.ModuleType(name)
+        module.__dict__.update(attributes)
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def launch_description() -> LaunchDescription:
+    """The launch file's description (built against the fake launch API)."""
+    spec = importlib.util.spec_from_file_location("benchmark_launch", LAUNCH_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.generate_launch_description()
+
+
+def launch(arguments: dict[str, str]) -> tuple[LaunchDescription, list[Any]]:
+    """The description, and its actions with ``arguments`` applied over the declared defaults."""
+    description = launch_description()
+    context = types.SimpleNamespace(launch_configurations=dict(arguments))
+    actions: list[Any] = []
+    for entity in description.entities:
+        if isinstance(entity, DeclareLaunchArgument):
+            context.launch_configurations.setdefault(entity.name, entity.kwargs["default_value"])
+        elif isinstance(entity, OpaqueFunction):
+            actions += entity.execute(context)
+    return description, actions
+
+
+def test_launch_file_declares_every_argument_of_the_description_with_its_description(fake_launch: None):
+    description = launch_description()
+    declared = [e for e in description.entities if isinstance(e, DeclareLaunchArgument)]
+    assert [(d.name, d.kwargs["default_value"], d.kwargs["description"]) for d in declared] == [
+        (a.name, a.default, a.description) for a in graph.LAUNCH_ARGUMENTS
+    ]
+    assert all(a.description for a in graph.LAUNCH_ARGUMENTS)
+    assert {"dataset", "arms", "rviz"} <= {d.name for d in declared}
+
+
+def test_launch_file_starts_the_description_with_share_directory_paths(fake_launch: None, share: Path, dataset: Path):
+    _, actions = launch({"dataset": str(dataset), "arms": "two_visit,given_answer", "seeds": "0,1"})
+    config_path = share / "config" / "ovman.yaml"
+    (env,) = [a for a in actions if isinstance(a, SetEnvironmentVariable)]
+    assert (env.name, Path(env.value)) == (CONFIG_ENV, config_path)
+    expected = graph.benchmark_graph(
+        graph.config_for_dataset(load_config(config_path), dataset),
+        options(dataset, arms=("two_visit", "given_answer"), seeds=(0, 1)),
+    )
+    nodes = [a for a in actions if isinstance(a, Node)]
+    assert [(n.package, n.executable, n.name) for n in nodes] == [(s.package, s.executable, s.name) for s in expected]
+    for node, spec in zip(nodes, expected, strict=True):
+        assert node.parameters == [dict(spec.parameters)], spec.name
+        assert node.remappings == list(spec.remappings) and node.arguments == list(spec.arguments)
+    # The shipped small config (64x48 camera) is what the nodes get, not the repository's.
+    assert nodes[0].parameters[0]["camera.width"] == 64
+
+
+def test_launch_ends_when_benchmark_node_exits(fake_launch: None, share: Path, dataset: Path):
+    _, actions = launch({"dataset": str(dataset)})
+    (handler,) = [a for a in actions if isinstance(a, RegisterEventHandler)]
+    exit_handler = handler.event_handler
+    assert isinstance(exit_handler, OnProcessExit)
+    assert exit_handler.kwargs["target_action"].name == "benchmark_node"
+    (emit,) = exit_handler.kwargs["on_exit"]
+    assert isinstance(emit.kwargs["event"], Shutdown)
+
+
+def test_rviz_starts_only_when_asked_with_the_installed_layout(fake_launch: None, share: Path, dataset: Path):
+    _, headless = launch({"dataset": str(dataset), "rviz": "false"})
+    assert "rviz2" not in [a.executable for a in headless if isinstance(a, Node)]
+    _, shown = launch({"dataset": str(dataset), "rviz": "true"})
+    (rviz,) = [a for a in shown if isinstance(a, Node) and a.executable == "rviz2"]
+    assert rviz.package == "rviz2" and rviz.arguments == ["-d", str(share / "config" / "ovman.rviz")]
+
+
+def test_launch_without_a_dataset_names_the_argument(fake_launch: None, share: Path):
+    with pytest.raises(graph.GraphError, match="dataset"):
+        launch({})
+
+
+# ---- ovman launch: the process starter -----------------------------------------------------------
+
+
+def test_each_python_node_runs_as_a_module_with_its_name_and_the_params_file(dataset: Path, tmp_path: Path):
+    for spec in graph.benchmark_graph(load_config(), options(dataset)):
+        command = node_command(spec, tmp_path / "p.yaml", python="py")
+        assert command == [
+            "py",
+            "-m",
+            spec.module,
+            "--ros-args",
+            "-r",
+            f"__node:={spec.name}",
+            "--params-file",
+            str(tmp_path / "p.yaml"),
+        ]
+
+
+STAND_IN = """
+import pathlib, signal, sys
+def on_signal(signum, frame):
+    pathlib.Path(sys.argv[0]).with_suffix(".signal").write_text(str(signum))
+    sys.exit(0)
+signal.signal(signal.SIGINT, on_signal)
+pathlib.Path(sys.argv[0]).with_suffix(".ready").write_text("")
+{body}
+"""
+
+
+WAIT_FOR_WAITER = (
+    "import time\nwhile not pathlib.Path(sys.argv[0]).with_name('waiter.ready').exists():\n    time.sleep(0.01)\n"
+)
+
+
+def stand_ins(directory: Path, **bodies: str) -> None:
+    for name, body in bodies.items():
+        (directory / f"{name}.py").write_text(STAND_IN.format(body=body))
+
+
+def spec(name: str, ends: bool = False) -> graph.NodeSpec:
+    return graph.NodeSpec(name, "pkg", name, name, {"x": 1}, ends_graph=ends)
+
+
+def test_the_graph_exits_with_the_main_nodes_code_and_the_others_get_sigint(tmp_path: Path, monkeypatch):
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    stand_ins(
+        code_dir,
+        waiter="signal.pause()",
+        # Exits once the waiter can take SIGINT: its handler is installed before it writes waiter.ready.
+        main=WAIT_FOR_WAITER + "sys.exit(3)",
+    )
+    env = {"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}
+    code = run_graph(
+        [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+    )
+    assert code == 3
+    assert (code_dir / "waiter.signal").read_text() == "2"  # SIGINT, a clean stop
+    params = yaml.safe_load((tmp_path / "logs" / "graph_params.yaml").read_text())
+    assert params == {"waiter": {"ros__parameters": {"x": 1}}, "main": {"ros__parameters": {"x": 1}}}
+
+
+def test_a_node_dying_first_stops_the_graph_with_code_1_and_shows_its_log(tmp_path: Path, capsys):
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    stand_ins(code_dir, crasher="print('crasher: out of cheese'); sys.exit(7)", main="signal.pause()")
+    env = {"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}
+    code = run_graph(
+        [spec("crasher"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+    )
+    assert code == 1
+    err = capsys.readouterr().err
+    assert re.search(r"crasher \(pid \d+\) exited with code 7", err) and "out of cheese" in err
+    assert (code_dir / "main.signal").read_text() == "2"
+
+
+def test_a_graph_needs_exactly_one_node_that_ends_it(tmp_path: Path):
+    with pytest.raises(graph.GraphError, match="exactly one"):
+        RunningGraph([spec("a"), spec("b")], REPO / "config" / "ovman.yaml", tmp_path)
+
+
+# ---- the RViz layout ---------------------------------------------------------------------------------
+
+
+def test_rviz_layout_shows_map_markers_answer_plan_camera_and_tf_in_the_map_frame():
+    from ovman_mapping.map_messages import MARKERS_TOPIC
+    from ovman_nav.nav_node import PLAN_TOPIC
+    from ovman_query.query_messages import ANSWER_MARKERS_TOPIC
+    from ovman_sim import bundle
+
+    layout = yaml.safe_load((REPO / "config" / "ovman.rviz").read_text())
+    manager = layout["Visualization Manager"]
+    assert manager["Global Options"]["Fixed Frame"] == load_config().frames.map
+    shown = {d["Class"]: [] for d in manager["Displays"]}
+    for display in manager["Displays"]:
+        if "Topic" in display:
+            shown[display["Class"]].append(display["Topic"]["Value"])
+    assert shown["rviz_default_plugins/Map"] == [bundle.MAP_TOPIC]
+    assert shown["rviz_default_plugins/MarkerArray"] == [
+        MARKERS_TOPIC.format(visit=1),
+        MARKERS_TOPIC.format(visit=2),
+        ANSWER_MARKERS_TOPIC,
+    ]
+    assert shown["rviz_default_plugins/Path"] == [PLAN_TOPIC]
+    assert shown["rviz_default_plugins/Image"] == [bundle.RGB_TOPIC]
+    assert "rviz_default_plugins/TF" in shown
+
+
+def test_ovman_launch_refuses_a_missing_dataset_before_starting_nodes(tmp_path: Path, capsys):
+    from ovman_eval.cli import main
+
+    assert main(["launch", "benchmark", "--dataset", str(tmp_path / "none"), "--log-dir", str(tmp_path / "logs")]) == 2
+    assert "dataset" in capsys.readouterr().err
+    assert not (tmp_path / "logs").exists()

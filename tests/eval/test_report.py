@@ -1,0 +1,142 @@
+"""The report of a run directory: markdown and HTML with every table, the figures, `ovman report`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+
+from ovman_eval.cli import main
+from ovman_eval.report import REPORT_HTML, REPORT_MD, draw_episode, write_report
+from ovman_eval.results import (
+    FINISHED,
+    RESULTS,
+    RUN_FILE,
+    SKETCHES,
+    TIMINGS,
+    ResultsError,
+    read_results,
+    read_sketches,
+    to_json_line,
+)
+from ovman_eval.tables import all_tables
+
+from .benchmark_records import RELATIONS, map_summary, memory, record, sketch
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+EPISODES = 6
+ARMS = ("two_visit", "single_visit", "oracle_grounding", "oracle_positions", "given_answer", "category_only")
+
+
+def run_records() -> list:
+    records = []
+    for i in range(EPISODES):
+        relation = RELATIONS[i % len(RELATIONS)]
+        diagnostics = {"visit1": map_summary(0.9), "visit2": map_summary(0.8), "memory": memory(0.7, 4, 3, 5)}
+        for arm in ARMS:
+            success = arm in ("oracle_positions", "given_answer") or (i + ARMS.index(arm)) % 3 != 0
+            records.append(
+                record(
+                    f"e{i}",
+                    arm,
+                    success,
+                    success,
+                    relation=relation,
+                    scene=f"embedded-{i % 3}",
+                    instances=2 + i % 4,
+                    probability=0.4 if arm == "single_visit" else None,
+                    diagnostics=diagnostics if arm in ("two_visit", "oracle_grounding") else None,
+                )
+            )
+    return records
+
+
+def make_run_dir(parent):
+    """A finished run directory written from hand-built records."""
+    directory = parent / "20250101-000000"
+    directory.mkdir()
+    records = run_records()
+    (directory / RESULTS).write_text("".join(to_json_line(r) + "\n" for r in records))
+    (directory / SKETCHES).write_text("".join(to_json_line(sketch(f"e{i}")) + "\n" for i in range(EPISODES)))
+    identity = {"request": {"dataset": "data/x", "arms": list(ARMS), "seeds": [0], "static_only": False}}
+    (directory / RUN_FILE).write_text(
+        json.dumps({"identity": {**identity, "code_revision": "abc", "encoder": "label"}})
+    )
+    (directory / TIMINGS).write_text(json.dumps({"wall_s": 12.5, "workers": 2, "work": {"static_s": 0.4}}))
+    (directory / FINISHED).write_text("{}\n")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    """A run directory and its report (written once for the tests that only read it)."""
+    directory = make_run_dir(tmp_path_factory.mktemp("run"))
+    md_path, html_path = write_report(directory)
+    return directory, md_path, html_path
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return make_run_dir(tmp_path)
+
+
+def test_report_holds_every_table_and_the_figures(reported):
+    run_dir, md_path, html_path = reported
+    markdown = md_path.read_text()
+    records = read_results(run_dir)
+    for table in all_tables(records):
+        assert f"### {table.title}" in markdown
+    for name in ("error_budget", "relations", "scenes", "instances"):
+        figure = run_dir / "figures" / f"{name}.png"
+        assert figure.read_bytes().startswith(PNG_MAGIC)
+        assert f"(figures/{name}.png)" in markdown
+    for i in range(EPISODES):
+        assert (run_dir / "figures" / "episodes" / f"e{i}.png").read_bytes().startswith(PNG_MAGIC)
+        assert f"[png](figures/episodes/e{i}.png)" in markdown
+    assert md_path.name == REPORT_MD and html_path.name == REPORT_HTML
+
+
+def test_html_report_embeds_the_summary_figures_and_links_the_episodes(reported):
+    run_dir, _, html_path = reported
+    page = html_path.read_text()
+    embedded = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    assert len(embedded) == 4
+    assert all(base64.b64decode(data).startswith(PNG_MAGIC) for data in embedded)
+    assert "href='figures/episodes/e3.png'" in page
+    assert page.count("<table>") == len(all_tables(read_results(run_dir))) + 1  # + the episode table
+
+
+def test_report_without_episode_figures_writes_none(run_dir):
+    md_path, _ = write_report(run_dir, episode_figures=False)
+    assert not (run_dir / "figures" / "episodes").exists()
+    assert "[png](" not in md_path.read_text()
+
+
+def test_episode_figure_is_drawn_from_a_sketch_and_the_episode_records(tmp_path):
+    records = [r for r in run_records() if r.episode_id == "e0"]
+    out = draw_episode(read_sketch_back(tmp_path), records, tmp_path / "e0.png")
+    assert out.read_bytes().startswith(PNG_MAGIC)
+    with pytest.raises(ValueError, match="no result records"):
+        draw_episode(sketch(), [], tmp_path / "none.png")
+
+
+def read_sketch_back(tmp_path):
+    """The sketch through its JSON line (what reports read)."""
+    (tmp_path / SKETCHES).write_text(to_json_line(sketch()) + "\n")
+    return read_sketches(tmp_path)["e0"]
+
+
+def test_ovman_report_regenerates_the_report_and_prints_the_headline(run_dir, capsys):
+    assert main(["report", str(run_dir), "--no-episode-figures"]) == 0
+    out = capsys.readouterr().out
+    assert "Headline: every arm" in out and "two_visit" in out
+    assert (run_dir / REPORT_HTML).is_file()
+
+
+def test_ovman_report_on_an_unfinished_run_says_how_to_finish_it(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 1
+    assert "run `ovman benchmark` again to resume" in capsys.readouterr().err
+    with pytest.raises(ResultsError):
+        read_results(tmp_path)

@@ -1,0 +1,160 @@
+"""The benchmark through the real ROS 2 graph equals the in-process runner, episode by episode.
+
+A two-episode dataset (a moved instance, a removed one; one embedded home, 160×120 frames, 32 a visit)
+is generated here. The in-process runner scores it; then the
+graph of ovman_eval.graph (sim_node, mapping_node, query_node, nav_node, benchmark_node) runs as
+processes through ``ovman launch``'s process starter on the same dataset and configuration. Every
+(episode, arm) must get the same predicted point, static success, failure class, stop point,
+embodied success, SPL, path and trajectory.
+
+Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh)
+and the label encoder's MiniLM package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ovman_core.config import OvmanConfig, load_config, to_document
+from ovman_core.relations import Relation
+from ovman_eval.dataset import generate_dataset
+from ovman_eval.generation import GenerationRequest
+from ovman_eval.graph import BenchmarkOptions, benchmark_graph, config_for_dataset
+from ovman_eval.graph_run import WIRING
+from ovman_eval.launch_command import run_graph
+from ovman_eval.results import ARM_ORDER, FINISHED, RESULTS, RUN_FILE, to_json_line
+from ovman_eval.runner import BenchmarkRequest, parse_arms, run_benchmark
+
+from .conftest import private_domain_id
+
+pytestmark = pytest.mark.ros
+
+RELATIONS = (Relation.MOVED, Relation.REMOVED)
+SCENE = "embedded-1"
+STATIC_FIELDS = ("point", "success", "distance", "failure", "category_success", "success_probability")
+FLOAT32_EPS = 1e-6
+"""Query.confidence travels as float32."""
+EMBODIED_FIELDS = (
+    "stop",
+    "success",
+    "stop_distance",
+    "failure",
+    "category_success",
+    "spl",
+    "path_length",
+    "shortest_path",
+    "steps",
+    "collisions",
+    "error",
+    "answer_point",
+    "trajectory",
+    "retargets",
+)
+
+
+def small_config() -> OvmanConfig:
+    """The shipped config with a 160×120 camera on an eight-waypoint tour (32 frames a visit): maps
+    good enough for the agent to answer both episodes, quickly."""
+    config = load_config()
+    sim = config.sim_node
+    sim = dataclasses.replace(
+        sim,
+        camera=dataclasses.replace(sim.camera, width=160, height=120),
+        tour=dataclasses.replace(sim.tour, max_waypoints=8),
+    )
+    return dataclasses.replace(config, sim_node=sim)
+
+
+@dataclasses.dataclass(frozen=True)
+class Runs:
+    in_process: list[dict[str, Any]]
+    graph: list[dict[str, Any]]
+    graph_dir: Path
+    exit_code: int
+
+
+def read_results(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / RESULTS).read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    directory = tmp_path_factory.mktemp("benchmark_graph")
+    config = small_config()
+    config_path = directory / "ovman.yaml"
+    config_path.write_text(yaml.safe_dump(to_document(config), sort_keys=False), encoding="utf-8")
+    dataset = directory / "dataset"
+    generation = GenerationRequest(
+        world="embedded", scenes=(SCENE,), per_relation=1, seed=0, multi_change=False, relations=RELATIONS
+    )
+    generate_dataset(dataset, generation, config)
+    arms = parse_arms("all")
+    summary = run_benchmark(BenchmarkRequest(dataset, arms, (0,)), config, run_dir=directory / "in_process")
+
+    graph_dir = directory / "graph"
+    options = BenchmarkOptions(str(dataset), ARM_ORDER, (0,), run_dir=str(graph_dir))
+    nodes = benchmark_graph(config_for_dataset(config, dataset), options)
+    log_dir = directory / "logs"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        env.setenv("ROS_DOMAIN_ID", str(private_domain_id(os.getpid())))
+        env.setenv("ROS_LOG_DIR", str(log_dir / "ros"))
+        env.setenv("HF_HUB_OFFLINE", "1")
+        # Five processes on a small machine: one math thread each keeps them from thrashing.
+        env.setenv("OMP_NUM_THREADS", "1")
+        env.delenv("ROS_STATIC_PEERS", raising=False)
+        code = run_graph(nodes, config_path, log_dir, shutdown_timeout_s=config.benchmark_node.node.shutdown_timeout_s)
+    if code != 0:
+        logs = "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(log_dir.glob("*.log"))
+        )
+        pytest.fail(f"the graph exited with {code}; node logs:\n{logs}")
+    in_process = [json.loads(to_json_line(r)) for r in summary.records]
+    return Runs(in_process, read_results(graph_dir), graph_dir, code)
+
+
+def test_the_graph_finishes_its_run_in_the_runners_layout(runs: Runs):
+    assert runs.exit_code == 0
+    assert (runs.graph_dir / FINISHED).is_file()
+    identity = json.loads((runs.graph_dir / RUN_FILE).read_text())["identity"]
+    assert identity["wiring"] == WIRING
+    assert [(r["episode_id"], r["arm"], r["seed"]) for r in runs.graph] == [
+        (r["episode_id"], r["arm"], r["seed"]) for r in runs.in_process
+    ]
+    assert len(runs.graph) == len(RELATIONS) * len(ARM_ORDER)
+
+
+@pytest.mark.parametrize("arm", ARM_ORDER)
+def test_every_episode_gets_the_in_process_static_result(runs: Runs, arm: str):
+    for graph, reference in zip(runs.graph, runs.in_process, strict=True):
+        if graph["arm"] != arm:
+            continue
+        for field in STATIC_FIELDS:
+            assert graph["static"][field] == reference["static"][field], (graph["episode_id"], field)
+        assert graph["static"]["confidence"] == pytest.approx(reference["static"]["confidence"], abs=FLOAT32_EPS)
+
+
+@pytest.mark.parametrize("arm", ARM_ORDER)
+def test_every_episode_gets_the_in_process_embodied_result(runs: Runs, arm: str):
+    for graph, reference in zip(runs.graph, runs.in_process, strict=True):
+        if graph["arm"] != arm:
+            continue
+        for field in EMBODIED_FIELDS:
+            assert graph["embodied"][field] == reference["embodied"][field], (graph["episode_id"], field)
+
+
+def test_the_agent_succeeds_somewhere_so_the_comparison_is_not_vacuous(runs: Runs):
+    two_visit = [r for r in runs.graph if r["arm"] == "two_visit"]
+    assert all(r["static"]["success"] and r["embodied"]["success"] for r in two_visit)
+    assert any(not r["static"]["success"] for r in runs.graph)
+
+
+def test_graph_lines_carry_no_map_diagnostics(runs: Runs):
+    assert all(r["diagnostics"] is None for r in runs.graph)
