@@ -32,12 +32,10 @@ from ovman_core.boxes import Vec2
 from ovman_core.config import OvmanConfig
 from ovman_core.grid import GridError, grid_from_reachable
 from ovman_core.relations import Relation
-from ovman_core.success import embodied_success, spl
 from ovman_core.world_state import ObjectState, WorldState
-from ovman_eval.answers import Answer
 from ovman_eval.dataset import code_revision
 from ovman_eval.episodes import EpisodeRecord
-from ovman_eval.failures import EpisodeOutcome, Gate, PartitionRadii, classify_failure, other_instance_footprints
+from ovman_eval.failures import PartitionRadii
 from ovman_eval.map_cache import CACHE_FORMAT, GroupMaps, GroupTruth, lean_map
 from ovman_eval.results import (
     ARM_ORDER,
@@ -56,6 +54,7 @@ from ovman_eval.runner import (
     BenchmarkError,
     BenchmarkRequest,
     GroupEvaluator,
+    NavigationRecord,
     RunSummary,
     WorkUnit,
     _find_resumable,
@@ -66,9 +65,9 @@ from ovman_eval.runner import (
     _plan_units,
     _write_timings,
     dataset_hash,
+    score_navigation,
 )
 from ovman_mapping.instances import InstanceMap
-from ovman_nav.astar import shortest_success_path_length
 from ovman_nav.executor import NavTarget
 from ovman_query.arms import Arm
 from ovman_query.decisions import Prediction
@@ -211,69 +210,29 @@ def score_embodied(
 ) -> EmbodiedResult:
     """The embodied result of one navigation (``outcome`` None: the arm abstained and never moved;
     ``final_state`` is then the loaded world). ``reachable``: free positions of the evaluated
-    world when navigation started (sim_node's ``/map``). Scored as the in-process runner scores."""
-    task = config.task
-    radii = PartitionRadii.from_task(task)
+    world when navigation started (sim_node's ``/map``). Scored by the in-process runner's
+    :func:`ovman_eval.runner.score_navigation`."""
     start = record.start_pose.floor
     try:
         grid = grid_from_reachable(reachable, config.sim_node.world.grid_size)
         start_cell = grid.cell_of(start)
     except GridError as err:
         raise BenchmarkError(f"episode {record.episode_id}: the evaluated world's grid is unusable: {err}") from err
-    answer = Answer(
-        record.query.category,
-        record.query.relation,
-        record.answer.instance_id,
-        record.answer.point,
-        record.answer.region,
-    )
     if outcome is None:
-        stop, error, path_length, steps, collisions, trajectory, retargets = (
-            None,
-            ABSTAINED_ERROR,
-            0.0,
-            0,
-            0,
-            (start,),
-            0,
-        )
+        stop, navigation = None, NavigationRecord(ABSTAINED_ERROR, 0.0, 0, 0, (start,), 0)
     else:
-        stop, error, path_length = outcome.stop, outcome.error, outcome.path_length
-        steps, collisions, trajectory, retargets = (
+        stop, final_state = outcome.stop, outcome.final_state
+        navigation = NavigationRecord(
+            outcome.error,
+            outcome.path_length,
             outcome.steps,
             outcome.collisions,
             outcome.trajectory,
             outcome.retargets,
         )
-        final_state = outcome.final_state
-    follows = record.moving_id is not None and record.answer.instance_id == record.moving_id
-    if follows:
-        carried = final_state[record.answer.instance_id]
-        region, answer_point = carried.box.footprint, carried.floor
-    else:
-        region, answer_point = answer.region, answer.point
-    moved_answer = dataclasses.replace(answer, point=answer_point, region=region)
-    success = embodied_success(stop, region, task.success_radius)
-    failure = EpisodeOutcome(stop, answer_point, region, other_instance_footprints(final_state, moved_answer))
-    shortest = shortest_success_path_length(grid, start_cell, region, task.success_radius)
-    category = stop is not None and any(
-        embodied_success(stop, o.box.footprint, task.success_radius) for o in final_state.of_category(answer.category)
-    )
-    return EmbodiedResult(
-        stop=None if stop is None else (float(stop[0]), float(stop[1])),
-        success=success,
-        stop_distance=None if stop is None else region.distance_to(stop),
-        failure=classify_failure(failure, Gate.EMBODIED, radii).value,
-        category_success=category,
-        spl=spl(success, shortest, path_length) if shortest is not None else 0.0,
-        path_length=float(path_length),
-        shortest_path=shortest,
-        steps=int(steps),
-        collisions=int(collisions),
-        error=error,
-        answer_point=(float(answer_point[0]), float(answer_point[1])),
-        trajectory=tuple((float(x), float(z)) for x, z in trajectory),
-        retargets=int(retargets),
+    task = config.task
+    return score_navigation(
+        record, final_state, stop, grid, start_cell, task, PartitionRadii.from_task(task), navigation
     )
 
 

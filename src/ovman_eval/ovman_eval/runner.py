@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 
 from ovman_core.boxes import Footprint, Vec2
-from ovman_core.config import OvmanConfig, SimConfig, to_document
-from ovman_core.grid import GridError, grid_from_reachable
+from ovman_core.config import OvmanConfig, SimConfig, TaskConfig, to_document
+from ovman_core.grid import Cell, GridError, NavGrid, grid_from_reachable
 from ovman_core.relations import Relation
 from ovman_core.success import embodied_success, spl, static_success
 from ovman_core.world_state import AgentPose, WorldState
@@ -236,6 +236,66 @@ def _answer_of(record: EpisodeRecord) -> Answer:
         record.answer.instance_id,
         record.answer.point,
         record.answer.region,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class NavigationRecord:
+    """What one navigation did, as scored: the executor's error name (or ``ABSTAINED_ERROR``), the
+    walked path length (m), steps, collisions, floor trajectory (x, z) and moving-target updates."""
+
+    error: str
+    path_length: float
+    steps: int
+    collisions: int
+    trajectory: tuple[Vec2, ...]
+    retargets: int
+
+
+def score_navigation(
+    record: EpisodeRecord,
+    final_state: WorldState,
+    stop: Vec2 | None,
+    grid: NavGrid,
+    start_cell: Cell,
+    task: TaskConfig,
+    radii: PartitionRadii,
+    navigation: NavigationRecord,
+) -> EmbodiedResult:
+    """The embodied result of one navigation, shared by the in-process runner and the ROS graph.
+
+    ``final_state``: the world when the agent stopped (the moving answer is taken there);
+    ``stop``: the floor point of a successful Stop, None when the agent never stopped;
+    ``grid``/``start_cell``: the evaluated world's reachable grid, for SPL's shortest path.
+    """
+    answer = _answer_of(record)
+    if record.moving_id is not None and record.answer.instance_id == record.moving_id:
+        carried = final_state[record.answer.instance_id]
+        region, answer_point = carried.box.footprint, carried.floor
+    else:
+        region, answer_point = answer.region, answer.point
+    moved_answer = dataclasses.replace(answer, point=answer_point, region=region)
+    success = embodied_success(stop, region, task.success_radius)
+    outcome = EpisodeOutcome(stop, answer_point, region, other_instance_footprints(final_state, moved_answer))
+    shortest = shortest_success_path_length(grid, start_cell, region, task.success_radius)
+    category = stop is not None and any(
+        embodied_success(stop, o.box.footprint, task.success_radius) for o in final_state.of_category(answer.category)
+    )
+    return EmbodiedResult(
+        stop=None if stop is None else (float(stop[0]), float(stop[1])),
+        success=success,
+        stop_distance=None if stop is None else region.distance_to(stop),
+        failure=classify_failure(outcome, Gate.EMBODIED, radii).value,
+        category_success=category,
+        spl=spl(success, shortest, navigation.path_length) if shortest is not None else 0.0,
+        path_length=float(navigation.path_length),
+        shortest_path=shortest,
+        steps=int(navigation.steps),
+        collisions=int(navigation.collisions),
+        error=navigation.error,
+        answer_point=(float(answer_point[0]), float(answer_point[1])),
+        trajectory=tuple((float(x), float(z)) for x, z in navigation.trajectory),
+        retargets=int(navigation.retargets),
     )
 
 
@@ -490,8 +550,6 @@ class GroupEvaluator:
             start_cell = grid.cell_of(start)
         except GridError as err:
             raise BenchmarkError(f"episode {record.episode_id}: the evaluated world's grid is unusable: {err}") from err
-        follows = record.moving_id is not None and record.answer.instance_id == record.moving_id
-        answer = _answer_of(record)
         stop: Vec2 | None = None
         retargets = 0
         if prediction.point is None:
@@ -510,34 +568,15 @@ class GroupEvaluator:
             steps, collisions, trajectory = result.steps, result.collisions, result.trajectory
             retargets = tracker.updates if tracker is not None else 0
         world.stop_mover()
-        if follows:
-            carried = final_state[record.answer.instance_id]
-            region, answer_point = carried.box.footprint, carried.floor
-        else:
-            region, answer_point = answer.region, answer.point
-        moved_answer = dataclasses.replace(answer, point=answer_point, region=region)
-        success = embodied_success(stop, region, task.success_radius)
-        outcome = EpisodeOutcome(stop, answer_point, region, other_instance_footprints(final_state, moved_answer))
-        shortest = shortest_success_path_length(grid, start_cell, region, task.success_radius)
-        category = stop is not None and any(
-            embodied_success(stop, o.box.footprint, task.success_radius)
-            for o in final_state.of_category(answer.category)
-        )
-        return EmbodiedResult(
-            stop=None if stop is None else (float(stop[0]), float(stop[1])),
-            success=success,
-            stop_distance=None if stop is None else region.distance_to(stop),
-            failure=classify_failure(outcome, Gate.EMBODIED, self.radii).value,
-            category_success=category,
-            spl=spl(success, shortest, path_length) if shortest is not None else 0.0,
-            path_length=float(path_length),
-            shortest_path=shortest,
-            steps=int(steps),
-            collisions=int(collisions),
-            error=error,
-            answer_point=(float(answer_point[0]), float(answer_point[1])),
-            trajectory=tuple((float(x), float(z)) for x, z in trajectory),
-            retargets=retargets,
+        return score_navigation(
+            record,
+            final_state,
+            stop,
+            grid,
+            start_cell,
+            task,
+            self.radii,
+            NavigationRecord(error, path_length, steps, collisions, tuple(trajectory), retargets),
         )
 
     # ------------------------------------------------------------------ records
