@@ -117,3 +117,13 @@ def test_parameter_overrides_are_applied_and_type_checked():
         with_parameters(config, "nav_node", {"navigation.max_replans": 2.5})
     with pytest.raises(ConfigError, match="unknown key"):
         with_parameters(config, "nav_node", {"navigation.warp": 1})
+
+
+def test_ros_array_parameters_read_back_as_config_lists():
+    import array
+
+    from ovman_core.config import parameter_value
+
+    assert parameter_value(array.array("q", [0, 1])) == [0, 1]
+    assert parameter_value(("a", "b")) == ["a", "b"]
+    assert parameter_value(1.5) == 1.5

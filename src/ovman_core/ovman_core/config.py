@@ -9,6 +9,7 @@ file and the dotted key. Nodes declare the same dotted names as ROS parameters
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import os
 import types
@@ -482,6 +483,12 @@ def node_parameters(config: OvmanConfig, node: str) -> dict[str, Any]:
     params = _flatten(config.shared)
     params.update(_flatten(getattr(config, node)))
     return params
+
+
+def parameter_value(value: Any) -> Any:
+    """A value read back from a ROS parameter in the config's own type: rclpy returns array
+    parameters as ``array.array`` (or tuples), the config holds lists."""
+    return list(value) if isinstance(value, array.array | tuple) else value
 
 
 def with_parameters(config: OvmanConfig, node: str, params: dict[str, Any]) -> OvmanConfig:

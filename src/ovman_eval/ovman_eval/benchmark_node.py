@@ -34,7 +34,6 @@ see to it). Frames: REP 103 ``map`` on the wire, AI2-THOR world in the core.
 
 from __future__ import annotations
 
-import array
 import functools
 import json
 import signal
@@ -55,7 +54,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
 from ovman_core.boxes import Footprint, Vec2
-from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, with_parameters
+from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
 from ovman_core.frames import ros_to_thor_point, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
 from ovman_core.grid import from_occupancy_fields
 from ovman_core.relations import Relation
@@ -150,11 +149,6 @@ class GraphCallError(RuntimeError):
     """A node of the graph is missing, refused a request, or did not answer in time (names which)."""
 
 
-def _plain(value: Any) -> Any:
-    """ROS returns array parameters as array.array; the config wants lists."""
-    return list(value) if isinstance(value, array.array | tuple) else value
-
-
 def world_floor(point: Point) -> Vec2:
     """Floor point (x, z), AI2-THOR world, of a ``map`` point."""
     x, _, z = ros_to_thor_point((point.x, point.y, point.z))
@@ -213,7 +207,7 @@ class BenchmarkNode(Node):
     def _declare_parameters(self, config: OvmanConfig) -> tuple[OvmanConfig, dict[str, Any]]:
         defaults = node_parameters(config, NODE_NAME)
         self.declare_parameters("", [*defaults.items(), *RUN_PARAMETERS.items()])
-        values = {name: _plain(self.get_parameter(name).value) for name in defaults}
+        values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
         try:
             updated = with_parameters(config, NODE_NAME, values)
         except ConfigError as err:

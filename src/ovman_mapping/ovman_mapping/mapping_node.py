@@ -26,7 +26,6 @@ dotted name (e.g. ``encoder.kind``, ``node.start_visit``), read at start-up; the
 
 from __future__ import annotations
 
-import array
 import contextlib
 import functools
 import sys
@@ -46,7 +45,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
-from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, with_parameters
+from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import MapVisit
 from ovman_mapping.backprojection import FrameFormatError
@@ -144,7 +143,7 @@ class MappingNode(Node):
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
         defaults = node_parameters(config, NODE_NAME)
         self.declare_parameters("", list(defaults.items()))
-        values = {name: _plain(self.get_parameter(name).value) for name in defaults}
+        values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
         try:
             updated = with_parameters(config, NODE_NAME, values)
         except ConfigError as err:
@@ -247,11 +246,6 @@ class MappingNode(Node):
         response.message = f"visit {visit}: {len(instance_map)} instances on {map_topic(visit)}; {summary}"
         self.get_logger().info(response.message)
         return response
-
-
-def _plain(value: Any) -> Any:
-    """ROS returns array parameters as array.array; the config wants lists."""
-    return list(value) if isinstance(value, array.array | tuple) else value
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -17,7 +17,6 @@ maps), under their dotted names; read at start-up. Frames: REP 103 ``map`` on th
 
 from __future__ import annotations
 
-import array
 import contextlib
 import functools
 import sys
@@ -32,7 +31,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from visualization_msgs.msg import MarkerArray
 
-from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, with_parameters
+from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
 from ovman_interfaces.msg import ChangeSet
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import Query
@@ -99,8 +98,10 @@ class QueryNode(Node):
         }
         self.declare_parameters("", [*own.items(), *encoder.items()])
         try:
-            updated = with_parameters(config, NODE_NAME, {n: _plain(self.get_parameter(n).value) for n in own})
-            updated = with_parameters(updated, ENCODER_NODE, {n: _plain(self.get_parameter(n).value) for n in encoder})
+            updated = with_parameters(config, NODE_NAME, {n: parameter_value(self.get_parameter(n).value) for n in own})
+            updated = with_parameters(
+                updated, ENCODER_NODE, {n: parameter_value(self.get_parameter(n).value) for n in encoder}
+            )
         except ConfigError as err:
             raise ConfigError(f"{NODE_NAME} parameters: {err}") from err
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -154,11 +155,6 @@ class QueryNode(Node):
             answer_markers(outcome, self.config.task.static_gate_radius, self.config.query_node.markers, frame, stamp)
         )
         return response_msg(outcome, frame, stamp, response)
-
-
-def _plain(value: Any) -> Any:
-    """ROS returns array parameters as array.array; the config wants lists."""
-    return list(value) if isinstance(value, array.array | tuple) else value
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -23,7 +23,6 @@ start-up. Frames: REP 103/105 on the wire; the core works in AI2-THOR's world fr
 
 from __future__ import annotations
 
-import array
 import contextlib
 import json
 import sys
@@ -44,7 +43,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
-from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, with_parameters
+from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
 from ovman_core.world_state import WorldState
 from ovman_interfaces.srv import Act, LoadVisit, PlayTour
 from ovman_sim import bundle
@@ -114,7 +113,7 @@ class SimNode(Node):
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
         defaults = node_parameters(config, NODE_NAME)
         self.declare_parameters("", [(name, value) for name, value in defaults.items()])
-        values = {name: _plain(self.get_parameter(name).value) for name in defaults}
+        values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
         try:
             updated = with_parameters(config, NODE_NAME, values)
         except ConfigError as err:
@@ -234,11 +233,6 @@ def _objects_from_json(text: str) -> WorldState:
         return WorldState.of([object_state_from_dict(item) for item in items])
     except (json.JSONDecodeError, BundleFormatError, KeyError, TypeError, ValueError) as err:
         raise SessionError(f"LoadVisit.objects_json: {err!r}") from None
-
-
-def _plain(value: Any) -> Any:
-    """ROS returns array parameters as array.array; the config wants lists."""
-    return list(value) if isinstance(value, array.array | tuple) else value
 
 
 def main(args: Sequence[str] | None = None) -> None:
