@@ -7,13 +7,13 @@ Needs rclpy and the interface packages built into the running venv (scripts/buil
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from .processes import NodeProcess
 
 try:
     import rclpy
@@ -39,61 +39,15 @@ ACTION_NAME = "/ovman_test/navigate"
 # Discovery on loopback is usually ~40 ms but has tails of seconds (notes/ros2-from-pypi.md).
 DISCOVERY_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 10.0
-STOP_TIMEOUT_S = 10.0
-
-
-class EchoServerProcess:
-    """The echo server subprocess and its combined stdout/stderr log."""
-
-    def __init__(self, process: subprocess.Popen, log_path: Path) -> None:
-        self.process = process
-        self.log_path = log_path
-
-    def diagnosis(self) -> str:
-        """Exit status and log of the server, for assertion messages."""
-        code = self.process.poll()
-        state = "still running" if code is None else f"exited with code {code}"
-        return f"echo server {state}; its output:\n{self.log_path.read_text(errors='replace')}"
-
-    def stop(self) -> int:
-        """Stop and reap the process like `ros2 launch` does: SIGINT, then SIGTERM, then SIGKILL.
-
-        Returns the exit code: 0 when the server shut down cleanly.
-        """
-        try:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                if self.process.poll() is not None:
-                    break
-                self.process.send_signal(sig)
-                try:
-                    self.process.wait(timeout=STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    continue
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        return self.process.returncode
 
 
 @pytest.fixture
-def echo_server(ros_env: dict[str, str], tmp_path: Path) -> Iterator[EchoServerProcess]:
+def echo_server(ros_env: dict[str, str], tmp_path: Path) -> Iterator[NodeProcess]:
     """Start tests/ros/echo_server.py with the test's ROS environment; always stop it."""
-    log_path = tmp_path / "echo_server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, str(ECHO_SERVER), SERVICE_NAME, ACTION_NAME],
-            # os.environ holds ros_env's settings; it also carries the ros-wheels bootstrapper's
-            # LD_LIBRARY_PATH, so the child needs no re-exec.
-            env=dict(os.environ),
-            # The server exits when this pipe closes, i.e. also when this process dies.
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    server = EchoServerProcess(process, log_path)
+    # The server exits when its stdin pipe closes, i.e. also when this process dies.
+    server = NodeProcess(
+        [sys.executable, str(ECHO_SERVER), SERVICE_NAME, ACTION_NAME], tmp_path / "echo_server.log", "echo server"
+    )
     try:
         yield server
     finally:
@@ -109,7 +63,7 @@ def client_node(rclpy_context) -> Iterator[Node]:
         node.destroy_node()
 
 
-def spin_until_done(node, future, what: str, server: EchoServerProcess):
+def spin_until_done(node, future, what: str, server: NodeProcess):
     executor = SingleThreadedExecutor(context=node.context)
     executor.add_node(node)
     try:

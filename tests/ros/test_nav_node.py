@@ -8,15 +8,14 @@ Needs rclpy and the interface packages built into the running venv (scripts/buil
 from __future__ import annotations
 
 import math
-import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from .processes import NodeProcess
 
 try:
     import rclpy
@@ -56,48 +55,12 @@ ECHO_SERVER = Path(__file__).with_name("echo_server.py")
 # Discovery on loopback is usually ~40 ms but has tails of seconds (notes/ros2-from-pypi.md).
 DISCOVERY_TIMEOUT_S = 30.0
 NAVIGATION_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
-
-
-class Process:
-    """A child process with its log; stopped like `ros2 launch` does (SIGINT, SIGTERM, SIGKILL)."""
-
-    def __init__(self, args: list[str], log_path: Path) -> None:
-        self.log_path = log_path
-        with log_path.open("wb") as log:
-            # os.environ holds ros_env's settings and the bootstrapper's LD_LIBRARY_PATH.
-            self.process = subprocess.Popen(
-                args, env=dict(os.environ), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def diagnosis(self) -> str:
-        code = self.process.poll()
-        state = "still running" if code is None else f"exited with code {code}"
-        return f"{state}; its output:\n{self.log_path.read_text(errors='replace')}"
-
-    def stop(self) -> int:
-        try:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                if self.process.poll() is not None:
-                    break
-                self.process.send_signal(sig)
-                try:
-                    self.process.wait(timeout=STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    continue
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-        return self.process.returncode
 
 
 @pytest.fixture
-def nav_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[Process]:
+def nav_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[NodeProcess]:
     args = [sys.executable, "-m", "ovman_nav.nav_node", "--ros-args", "-p", f"navigation.scene:={SCENE}"]
-    node = Process(args, tmp_path / "nav_node.log")
+    node = NodeProcess(args, tmp_path / "nav_node.log")
     try:
         yield node
     finally:
@@ -118,7 +81,7 @@ def map_target(position: tuple[float, float]) -> PointStamped:
     return PointStamped(header=Header(frame_id=CONFIG.frames.map), point=Point(x=x, y=y, z=z))
 
 
-def wait_until_complete(commander: OvmanCommander, node: Process) -> None:
+def wait_until_complete(commander: OvmanCommander, node: NodeProcess) -> None:
     deadline = time.monotonic() + NAVIGATION_TIMEOUT_S
     while not commander.isTaskComplete():
         feedback = commander.getFeedback()
@@ -163,7 +126,7 @@ def test_commander_reaches_a_far_goal_through_nav_node_over_dds(nav_node, comman
     assert nav_node.stop() == 0, nav_node.diagnosis()
 
 
-def wait_for_latched_map(commander: OvmanCommander, node: Process) -> OccupancyGrid:
+def wait_for_latched_map(commander: OvmanCommander, node: NodeProcess) -> OccupancyGrid:
     received: list[OccupancyGrid] = []
     subscription = commander.create_subscription(OccupancyGrid, MAP_TOPIC, received.append, LATCHED)
     executor = rclpy.executors.SingleThreadedExecutor(context=commander.context)
@@ -181,11 +144,11 @@ def wait_for_latched_map(commander: OvmanCommander, node: Process) -> OccupancyG
 
 
 def test_nav_node_drives_sim_node_over_dds_to_a_goal(ros_env, tmp_path, commander) -> None:
-    sim = Process(
+    sim = NodeProcess(
         [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args", "-p", f"node.scene:={SCENE}"], tmp_path / "sim.log"
     )
     # No scene: nav_node drives sim_node's world through its act service.
-    nav = Process([sys.executable, "-m", "ovman_nav.nav_node"], tmp_path / "nav.log")
+    nav = NodeProcess([sys.executable, "-m", "ovman_nav.nav_node"], tmp_path / "nav.log")
     try:
         world = EmbeddedWorld(CONFIG.sim_node)
         world.reset(SCENE)
@@ -226,7 +189,7 @@ def test_bad_and_unreachable_goals_fail_with_their_error_codes(nav_node, command
 
 
 def test_query_reaches_the_query_service_in_another_process(ros_env, tmp_path, commander) -> None:
-    server = Process([sys.executable, str(ECHO_SERVER), QUERY_SERVICE, "/ovman_test/unused"], tmp_path / "echo.log")
+    server = NodeProcess([sys.executable, str(ECHO_SERVER), QUERY_SERVICE, "/ovman_test/unused"], tmp_path / "echo.log")
     try:
         response = commander.query("where was the vase?", arm="two_visit", timeout_sec=DISCOVERY_TIMEOUT_S)
         assert response is not None, server.diagnosis()

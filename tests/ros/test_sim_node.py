@@ -7,9 +7,6 @@ Needs rclpy and the interface packages built into the running venv (scripts/buil
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -19,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from .processes import NodeProcess
 
 try:
     import rclpy
@@ -50,7 +49,6 @@ SCENE = "embedded-3"
 # The node starts a numba-compiled renderer and discovery has multi-second tails (notes): be generous.
 START_TIMEOUT_S = 60.0
 CALL_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
 SERVICES = {"load_visit": LoadVisit, "act": Act, "play_tour": PlayTour}
 BUNDLE_TOPICS = {
     bundle.RGB_TOPIC: Image,
@@ -68,47 +66,15 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability
 FRAMES_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-class SimNodeProcess:
-    """The sim_node subprocess and its combined stdout/stderr log."""
-
-    def __init__(self, process: subprocess.Popen, log_path: Path) -> None:
-        self.process = process
-        self.log_path = log_path
-
-    def diagnosis(self) -> str:
-        code = self.process.poll()
-        state = "still running" if code is None else f"exited with code {code}"
-        return f"sim_node {state}; its output:\n{self.log_path.read_text(errors='replace')}"
-
-    def stop(self) -> int:
-        """SIGINT (a clean exit), then SIGTERM, then SIGKILL; returns the exit code."""
-        try:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                if self.process.poll() is not None:
-                    break
-                self.process.send_signal(sig)
-                try:
-                    self.process.wait(timeout=STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    continue
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
-
 @pytest.fixture
-def sim_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[SimNodeProcess]:
+def sim_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[NodeProcess]:
     """sim_node with the embedded scene loaded, short tours and no playback pauses."""
     log_path = tmp_path / "sim_node.log"
     parameters = [f"node.scene:={SCENE}", "tour.max_waypoints:=2", "node.play_period_s:=0.0"]
     command = [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args"]
     for parameter in parameters:
         command += ["-p", parameter]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
-    node = SimNodeProcess(process, log_path)
+    node = NodeProcess(command, log_path, "sim_node")
     try:
         yield node
     finally:
@@ -118,7 +84,7 @@ def sim_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[SimNodeProcess
 class Probe:
     """A node in this process that records every message of the bundle topics by stamp."""
 
-    def __init__(self, context: Any, server: SimNodeProcess) -> None:
+    def __init__(self, context: Any, server: NodeProcess) -> None:
         self.server = server
         self.node = rclpy.create_node("sim_node_probe", context=context)
         self.executor = SingleThreadedExecutor(context=context)
@@ -179,7 +145,7 @@ def message_stamp(topic: str, message: Any) -> int:
 
 
 @pytest.fixture
-def probe(rclpy_context: Any, sim_node: SimNodeProcess) -> Iterator[Probe]:
+def probe(rclpy_context: Any, sim_node: NodeProcess) -> Iterator[Probe]:
     probe = Probe(rclpy_context, sim_node)
     try:
         probe.spin_until(
