@@ -130,3 +130,32 @@ def test_region_far_from_any_free_cell_has_no_goals():
     assert plan.goals == ()
     assert not plan.reachable
     assert shortest_success_path_length(grid, (0, 0), Footprint(20.0, 20.0, 21.0, 21.0), 1.0) is None
+
+
+def test_ties_break_by_h_then_by_the_smaller_flat_index_on_a_tie_heavy_grid():
+    # On an open grid every monotone path ties on f; the smaller h, then the smaller flat index
+    # (i · n_z + j) decides: from (0, 0) the path runs along j first, from (4, 4) along i first.
+    # Pinned from the pure-Python heapq implementation that the compiled search replaced.
+    free = np.ones((5, 5), dtype=bool)
+    along_j_first = [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert shortest_path(free, (0, 0), [(4, 4)]) == along_j_first
+    back_along_i_first = [(4, 4), (3, 4), (2, 4), (1, 4), (0, 4), (0, 3), (0, 2), (0, 1), (0, 0)]
+    assert shortest_path(free, (4, 4), [(0, 0)]) == back_along_i_first
+    assert shortest_path(free, (2, 2), [(0, 0), (4, 4), (0, 4), (4, 0)]) == [(2, 2), (1, 2), (0, 2), (0, 1), (0, 0)]
+    free[2, 1:4] = False
+    detour = [(0, 2), (1, 2), (1, 1), (1, 0), (2, 0), (3, 0), (3, 1), (3, 2), (4, 2)]
+    assert shortest_path(free, (0, 2), [(4, 2)], {edge_between((0, 1), (1, 1))}) == detour
+
+
+def test_occupied_start_is_left_but_never_re_entered():
+    free = np.array([[False, True, True]])
+    assert shortest_path(free, (0, 0), [(0, 2)]) == [(0, 0), (0, 1), (0, 2)]
+    assert shortest_path(np.array([[True, False]]), (0, 0), [(0, 1)]) is None
+
+
+def test_blocked_edges_that_are_not_grid_edges_are_rejected():
+    free = np.ones((3, 3), dtype=bool)
+    with pytest.raises(ValueError, match="not 4-adjacent"):
+        shortest_path(free, (0, 0), [(2, 2)], {((0, 0), (1, 1))})
+    with pytest.raises(ValueError, match="outside the grid"):
+        shortest_path(free, (0, 0), [(2, 2)], {((2, 2), (3, 2))})

@@ -1,6 +1,7 @@
 """nav_node in its own process drives an embedded home and reaches goals sent by OvmanCommander
-over DDS; its plan and map arrive latched, bad goals get their error codes, and query() reaches a
-Query service in another process.
+over DDS; its plan and map arrive latched, bad goals get their error codes, a running goal is
+canceled from a plain action client and from the commander, a target update redirects a running
+goal, and query() reaches a Query service in another process.
 
 Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh).
 """
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,14 +21,20 @@ from .processes import NodeProcess
 
 try:
     import rclpy
+    from action_msgs.msg import GoalStatus
+    from action_msgs.srv import CancelGoal
     from geometry_msgs.msg import Point, PointStamped
     from nav_msgs.msg import OccupancyGrid
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.task import Future
     from std_msgs.msg import Header
 
     from ovman_interfaces.action import Navigate
     from ovman_interfaces.srv import Query
     from ovman_nav.commander import QUERY_SERVICE, OvmanCommander, TaskResult
     from ovman_nav.nav_node import (
+        ACTION_NAME,
         LATCHED,
         MAP_TOPIC,
         GoalError,
@@ -40,9 +48,10 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
     ) from error
 
-from ovman_core.boxes import Footprint
+from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import load_config
 from ovman_core.frames import thor_to_ros_point
+from ovman_core.world_state import AgentPose
 from ovman_nav.executor import NavError, NavSettings, NavTarget
 from ovman_sim.embedded import EmbeddedWorld
 
@@ -55,6 +64,8 @@ ECHO_SERVER = Path(__file__).with_name("echo_server.py")
 # Discovery on loopback is usually ~40 ms but has tails of seconds (notes/ros2-from-pypi.md).
 DISCOVERY_TIMEOUT_S = 30.0
 NAVIGATION_TIMEOUT_S = 60.0
+CANCEL_TIMEOUT_S = 10.0
+"""(s) A canceled goal must answer within this: the executor polls the cancel request before every action."""
 
 
 @pytest.fixture
@@ -67,6 +78,19 @@ def nav_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[NodeProcess]:
         node.stop()
 
 
+@pytest.fixture(scope="module")
+def home() -> tuple[AgentPose, list[Vec2]]:
+    """The start pose and reachable positions of SCENE, loaded here once to choose goals and check the map."""
+    world = EmbeddedWorld(CONFIG.sim_node)
+    world.reset(SCENE)
+    return world.agent_pose(), world.reachable_positions()
+
+
+def farthest(positions: list[Vec2], *origins: Vec2) -> Vec2:
+    """The position whose Manhattan distance to the nearest of ``origins`` is largest (ties: the larger)."""
+    return max(positions, key=lambda p: (min(abs(p[0] - o[0]) + abs(p[1] - o[1]) for o in origins), p))
+
+
 @pytest.fixture
 def commander(rclpy_context) -> Iterator[OvmanCommander]:
     client = OvmanCommander(context=rclpy_context)
@@ -76,12 +100,42 @@ def commander(rclpy_context) -> Iterator[OvmanCommander]:
         client.destroy_node()
 
 
+class SimGraph:
+    """sim_node with SCENE loaded and nav_node driving its world through the act service (no scene of its own).
+
+    Every step renders and publishes a frame in sim_node, so a goal across the home runs for about
+    a second: long enough to cancel or re-target it while it runs (nav_node's own embedded world
+    steps in well under a millisecond, too fast for that).
+    """
+
+    def __init__(self, log_dir: Path) -> None:
+        self.sim = NodeProcess(
+            [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args", "-p", f"node.scene:={SCENE}"],
+            log_dir / "sim.log",
+            name="sim_node",
+        )
+        self.nav = NodeProcess([sys.executable, "-m", "ovman_nav.nav_node"], log_dir / "nav.log", name="nav_node")
+
+    def diagnosis(self) -> str:
+        return f"{self.nav.diagnosis()}\n{self.sim.diagnosis()}"
+
+
+@pytest.fixture
+def sim_graph(ros_env: dict[str, str], tmp_path: Path) -> Iterator[SimGraph]:
+    graph = SimGraph(tmp_path)
+    try:
+        yield graph
+    finally:
+        graph.nav.stop()
+        graph.sim.stop()
+
+
 def map_target(position: tuple[float, float]) -> PointStamped:
     x, y, z = thor_to_ros_point((position[0], 0.0, position[1]))
     return PointStamped(header=Header(frame_id=CONFIG.frames.map), point=Point(x=x, y=y, z=z))
 
 
-def wait_until_complete(commander: OvmanCommander, node: NodeProcess) -> None:
+def wait_until_complete(commander: OvmanCommander, node: NodeProcess | SimGraph) -> None:
     deadline = time.monotonic() + NAVIGATION_TIMEOUT_S
     while not commander.isTaskComplete():
         feedback = commander.getFeedback()
@@ -92,14 +146,9 @@ def wait_until_complete(commander: OvmanCommander, node: NodeProcess) -> None:
         )
 
 
-def test_commander_reaches_a_far_goal_through_nav_node_over_dds(nav_node, commander) -> None:
-    # The same home, loaded here only to choose a far reachable goal and check the map.
-    world = EmbeddedWorld(CONFIG.sim_node)
-    world.reset(SCENE)
-    start = world.agent_pose()
-    reachable = world.reachable_positions()
-    goal = max(reachable, key=lambda p: (abs(p[0] - start.x) + abs(p[1] - start.z), p))
-    target = map_target(goal)
+def test_commander_reaches_a_far_goal_through_nav_node_over_dds(nav_node, commander, home) -> None:
+    start, reachable = home
+    target = map_target(farthest(reachable, start.floor))
     answer = Query.Response(status=Query.Response.ANSWERED, answered=True, goal=target, relation="moved")
 
     assert commander.goToAnswer(answer, timeout_sec=DISCOVERY_TIMEOUT_S), nav_node.diagnosis()
@@ -143,33 +192,125 @@ def wait_for_latched_map(commander: OvmanCommander, node: NodeProcess) -> Occupa
     return received[-1]
 
 
-def test_nav_node_drives_sim_node_over_dds_to_a_goal(ros_env, tmp_path, commander) -> None:
-    sim = NodeProcess(
-        [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args", "-p", f"node.scene:={SCENE}"], tmp_path / "sim.log"
-    )
-    # No scene: nav_node drives sim_node's world through its act service.
-    nav = NodeProcess([sys.executable, "-m", "ovman_nav.nav_node"], tmp_path / "nav.log")
+def test_nav_node_drives_sim_node_over_dds_to_a_goal(sim_graph, commander, home) -> None:
+    start, reachable = home
+    target = map_target(farthest(reachable, start.floor))
+    assert commander.goToPoint(target, timeout_sec=DISCOVERY_TIMEOUT_S), sim_graph.diagnosis()
+    wait_until_complete(commander, sim_graph)
+    result = commander.getNavResult()
+    assert commander.getResult() is TaskResult.SUCCEEDED, (commander.getTaskError(), sim_graph.diagnosis())
+    final = result.final_pose.pose.position
+    assert math.hypot(final.x - target.point.x, final.y - target.point.y) <= R + 1e-6
+    assert result.collisions == 0 and result.path_length > 3.0
+    assert sim_graph.nav.stop() == 0, sim_graph.diagnosis()
+
+
+def wait_for_first_step(commander: OvmanCommander, node: NodeProcess | SimGraph) -> Navigate.Feedback:
+    """Spin until the running goal reports a step; fails if it ends first or no feedback comes."""
+    deadline = time.monotonic() + NAVIGATION_TIMEOUT_S
+    while (feedback := commander.getFeedback()) is None or feedback.steps_taken == 0:
+        assert not commander.isTaskComplete(), f"the goal ended before its first step: {commander.getTaskError()}"
+        assert time.monotonic() < deadline, f"no feedback within {NAVIGATION_TIMEOUT_S} s; {node.diagnosis()}"
+    return feedback
+
+
+def spin_until_done(
+    executor: SingleThreadedExecutor, future: Future, timeout_s: float, node: NodeProcess | SimGraph
+) -> Any:
+    executor.spin_until_future_complete(future, timeout_sec=timeout_s)
+    assert future.done(), f"no answer within {timeout_s} s; {node.diagnosis()}"
+    return future.result()
+
+
+def distance(a: Point, b: Point) -> float:
+    return math.hypot(a.x - b.x, a.y - b.y)
+
+
+def test_running_goals_cancel_over_dds_and_the_agent_stays_where_it_stopped(sim_graph, commander, home) -> None:
+    start, reachable = home
+    target = map_target(farthest(reachable, start.floor))
+
+    # A plain rclpy action client: cancel once the agent moves; the result is CANCELED, short of the goal.
+    client_node = rclpy.create_node("cancel_test_client", context=commander.context)
+    executor = SingleThreadedExecutor(context=commander.context)
+    executor.add_node(client_node)
+    client = ActionClient(client_node, Navigate, ACTION_NAME)
     try:
-        world = EmbeddedWorld(CONFIG.sim_node)
-        world.reset(SCENE)
-        start = world.agent_pose()
-        goal = max(world.reachable_positions(), key=lambda p: (abs(p[0] - start.x) + abs(p[1] - start.z), p))
-        target = map_target(goal)
-        assert commander.goToPoint(target, timeout_sec=DISCOVERY_TIMEOUT_S), nav.diagnosis()
-        wait_until_complete(commander, nav)
-        result = commander.getNavResult()
-        assert commander.getResult() is TaskResult.SUCCEEDED, (
-            commander.getTaskError(),
-            nav.diagnosis(),
-            sim.diagnosis(),
-        )
-        final = result.final_pose.pose.position
-        assert math.hypot(final.x - target.point.x, final.y - target.point.y) <= R + 1e-6
-        assert result.collisions == 0 and result.path_length > 3.0
-        assert nav.stop() == 0, nav.diagnosis()
+        assert client.wait_for_server(timeout_sec=DISCOVERY_TIMEOUT_S), sim_graph.diagnosis()
+        feedback: list[Navigate.Feedback] = []
+        sent = client.send_goal_async(Navigate.Goal(target=target), lambda m: feedback.append(m.feedback))
+        handle = spin_until_done(executor, sent, DISCOVERY_TIMEOUT_S, sim_graph)
+        assert handle.accepted, sim_graph.diagnosis()
+        result_future = handle.get_result_async()
+        deadline = time.monotonic() + NAVIGATION_TIMEOUT_S
+        while not any(f.steps_taken for f in feedback):
+            executor.spin_once(timeout_sec=0.1)
+            assert not result_future.done(), f"the goal ended before it could be canceled: {result_future.result()}"
+            assert time.monotonic() < deadline, f"no feedback within {NAVIGATION_TIMEOUT_S} s; {sim_graph.diagnosis()}"
+        cancel = spin_until_done(executor, handle.cancel_goal_async(), CANCEL_TIMEOUT_S, sim_graph)
+        assert cancel.return_code == CancelGoal.Response.ERROR_NONE
+        assert [g.goal_id.uuid.tolist() for g in cancel.goals_canceling] == [handle.goal_id.uuid.tolist()]
+        outcome = spin_until_done(executor, result_future, CANCEL_TIMEOUT_S, sim_graph)
     finally:
-        nav.stop()
-        sim.stop()
+        client.destroy()
+        executor.remove_node(client_node)
+        executor.shutdown()
+        client_node.destroy_node()
+    assert outcome.status == GoalStatus.STATUS_CANCELED
+    canceled = outcome.result
+    assert (canceled.error_code, canceled.success) == (Navigate.Result.CANCELED, False), canceled.error_msg
+    assert canceled.steps >= max(f.steps_taken for f in feedback)
+    stopped_at = canceled.final_pose.pose.position
+    assert distance(stopped_at, target.point) > R, "canceled after the first step, the agent must be short of the goal"
+
+    # The commander: isTaskComplete is False while the goal runs, cancelTask ends it as CANCELED.
+    assert commander.goToPoint(target, timeout_sec=DISCOVERY_TIMEOUT_S), sim_graph.diagnosis()
+    assert not commander.isTaskComplete()
+    assert commander.getResult() is TaskResult.UNKNOWN
+    wait_for_first_step(commander, sim_graph)
+    commander.cancelTask(timeout_sec=CANCEL_TIMEOUT_S)
+    deadline = time.monotonic() + CANCEL_TIMEOUT_S
+    while not commander.isTaskComplete():
+        assert time.monotonic() < deadline, (
+            f"no result within {CANCEL_TIMEOUT_S} s of cancelTask; {sim_graph.diagnosis()}"
+        )
+    assert commander.getResult() is TaskResult.CANCELED, commander.getTaskError()
+    assert commander.getTaskError()[0] == Navigate.Result.CANCELED
+    assert distance(commander.getNavResult().final_pose.pose.position, target.point) > R
+    # The second goal's plan starts where the first cancel left the agent: it did not move in between.
+    plan = commander.getPath(timeout_sec=DISCOVERY_TIMEOUT_S)
+    assert plan is not None, sim_graph.diagnosis()
+    first = plan.poses[0].pose.position
+    assert (first.x, first.y) == pytest.approx((stopped_at.x, stopped_at.y))
+
+
+def test_target_update_redirects_a_running_goal_over_dds(sim_graph, commander, home) -> None:
+    start, reachable = home
+    first = farthest(reachable, start.floor)
+    second = farthest(reachable, start.floor, first)
+    first_target, second_target = map_target(first), map_target(second)
+    assert distance(first_target.point, second_target.point) > 2.0 * R
+    # An update sent before nav_node's subscription matched the commander's publisher would be lost.
+    deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
+    while commander.update_pub.get_subscription_count() == 0:
+        assert time.monotonic() < deadline, f"nav_node does not subscribe to target updates; {sim_graph.diagnosis()}"
+        time.sleep(0.05)  # matching runs in the middleware, nothing to spin: poll the count
+
+    assert commander.goToPoint(first_target, target_may_move=True, timeout_sec=DISCOVERY_TIMEOUT_S)
+    wait_for_first_step(commander, sim_graph)
+    commander.updateTarget(second_target)
+    wait_until_complete(commander, sim_graph)
+
+    assert commander.getResult() is TaskResult.SUCCEEDED, (commander.getTaskError(), sim_graph.diagnosis())
+    result = commander.getNavResult()
+    final = result.final_pose.pose.position
+    assert distance(final, second_target.point) <= R + 1e-6, "the goal ends at the updated target"
+    assert distance(final, first_target.point) > R
+    assert result.replans >= 1, "the update triggers a replan"
+    feedback = commander.getFeedback()
+    assert (feedback.current_target.x, feedback.current_target.y) == pytest.approx(
+        (second_target.point.x, second_target.point.y)
+    )
 
 
 def test_bad_and_unreachable_goals_fail_with_their_error_codes(nav_node, commander) -> None:

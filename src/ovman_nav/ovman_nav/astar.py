@@ -7,15 +7,20 @@ is admissible and consistent and A* returns a shortest path to the nearest goal.
 bound would also be admissible, but for the disc of cells around a target it ties on f over the
 whole rectangle between start and goals and A* would expand all of it.) Ties on f are
 broken by the smaller h, then by the smaller flat index, so a plan depends only on its inputs.
+
+The open list is a binary heap (:mod:`heapq`); the search loop is compiled with numba (``cache=True``, as in
+ovman_sim.render) and works on flat arrays: the grid padded with one occupied cell on every side,
+the heuristic per cell, and the blocked edges as a 4-bit mask of closed directions per cell.
+Validation and conversion stay in Python. Measured in ``benchmarks/bench_astar.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import heapq
-from array import array
 from collections.abc import Collection, Iterable
 
+import numba
 import numpy as np
 from scipy.ndimage import distance_transform_cdt
 
@@ -40,9 +45,15 @@ def shortest_path(
     """A shortest 4-connected path from ``start`` to the nearest of ``goals``, or None.
 
     ``free``: bool (n_x, n_z); the path enters only free cells (``start`` itself may be occupied:
-    the agent stands there). ``blocked``: edges that may not be crossed. Returns the cells from
-    ``start`` to the reached goal inclusive (``[start]`` when ``start`` is a goal).
+    the agent stands there). ``blocked``: edges between 4-adjacent cells of the grid that may not
+    be crossed (ValueError for any other pair). Returns the cells from ``start`` to the reached
+    goal inclusive (``[start]`` when ``start`` is a goal). The search runs in :func:`_astar`
+    (numba-compiled, cached on disk like ovman_sim.render, so only the very first call of a
+    fresh checkout pays the compilation).
     """
+    free = np.asarray(free)
+    if free.ndim != 2:
+        raise ValueError(f"free must be a 2-D (n_x, n_z) bool grid, got shape {free.shape}")
     n_x, n_z = free.shape
     if not (0 <= start[0] < n_x and 0 <= start[1] < n_z):
         raise ValueError(f"start cell {start} is outside the grid of shape {free.shape}")
@@ -52,49 +63,91 @@ def shortest_path(
     if np.any(goal_cells < 0) or np.any(goal_cells >= (n_x, n_z)):
         raise ValueError(f"goal cells {goal_cells.tolist()} reach outside the grid of shape {free.shape}")
     # Work on a copy padded with one blocked cell on every side and flattened row-major, so a
-    # neighbour is k ± 1 or k ± width and needs no bounds test (this loop is the hot path).
+    # neighbour is k ± 1 or k ± width and needs no bounds test.
     width = n_z + 2
-    padded = np.zeros((n_x + 2, width), dtype=bool)
-    padded[1:-1, 1:-1] = free
-    heuristic = array("q", _manhattan_to_nearest(goal_cells + 1, padded.shape).astype(np.int64).tobytes())
-    goal_set = set(((goal_cells[:, 0] + 1) * width + goal_cells[:, 1] + 1).tolist())
-    blocked_flat = {((a[0] + 1) * width + a[1] + 1, (b[0] + 1) * width + b[1] + 1) for a, b in blocked}
-    blocked_flat |= {(b, a) for a, b in blocked_flat}
-    size = (n_x + 2) * width
+    padded = np.zeros((n_x + 2, width), dtype=np.uint8)
+    padded[1:-1, 1:-1] = free.astype(bool, copy=False)
+    heuristic = _manhattan_to_nearest(goal_cells + 1, padded.shape).astype(np.int64, copy=False).ravel()
+    is_goal = np.zeros(padded.size, dtype=np.uint8)
+    is_goal[(goal_cells[:, 0] + 1) * width + goal_cells[:, 1] + 1] = 1
+    source = (start[0] + 1) * width + start[1] + 1
+    path = _astar(padded.ravel(), heuristic, is_goal, _blocked_directions(blocked, free.shape), source, width)
+    if len(path) == 0:
+        return None
+    return list(zip((path // width - 1).tolist(), (path % width - 1).tolist(), strict=True))
+
+
+_OFFSET_OF_STEP = {(-1, 0): 0, (1, 0): 1, (0, -1): 2, (0, 1): 3}
+"""Direction index of a step (di, dj): the order in which :func:`_astar` tries the neighbours
+(−width, +width, −1, +1 on the padded flat grid); bit d of a blocked mask closes direction d."""
+
+
+def _blocked_directions(blocked: Collection[Edge], shape: tuple[int, int]) -> np.ndarray:
+    """uint8 (n_x + 2) · (n_z + 2), the padded flat grid: bit d set when the edge in direction d is blocked."""
+    n_x, n_z = shape
+    width = n_z + 2
+    mask = np.zeros((n_x + 2) * width, dtype=np.uint8)
+    for a, b in blocked:
+        if not (0 <= a[0] < n_x and 0 <= a[1] < n_z and 0 <= b[0] < n_x and 0 <= b[1] < n_z):
+            raise ValueError(f"blocked edge {(a, b)} reaches outside the grid of shape {shape}")
+        step = _OFFSET_OF_STEP.get((b[0] - a[0], b[1] - a[1]))
+        if step is None:
+            raise ValueError(f"blocked edge {(a, b)}: cells {a} and {b} are not 4-adjacent")
+        # Opposite directions are 0 ↔ 1 and 2 ↔ 3: the edge is closed both ways.
+        mask[(a[0] + 1) * width + a[1] + 1] |= 1 << step
+        mask[(b[0] + 1) * width + b[1] + 1] |= 1 << (step ^ 1)
+    return mask
+
+
+@numba.njit(cache=True)
+def _astar(passable, heuristic, is_goal, blocked, source, width):  # pragma: no cover - compiled
+    """A* over the padded flat grid; the flat cells of the path from ``source`` to a goal, or empty.
+
+    ``passable``, ``is_goal``: uint8 per cell; ``heuristic``: int64 per cell; ``blocked``: uint8 bit
+    masks of :func:`_blocked_directions`. The open list is :mod:`heapq` (numba-compiled) over single
+    int64 keys (f·span + h)·size + cell, which order by f, then h, then the flat index; integer
+    comparisons are much cheaper than tuple ones. The heuristic is consistent, so a cell's first
+    pop carries its shortest distance and later pops are stale.
+    """
+    size = passable.size
+    span = size + 1
     # Best known cost per cell: ``size`` (more than any path) while unreached, −1 for cells that
     # may not be entered, so one comparison tests both "passable" and "improved".
-    best_g = array("q", np.where(padded, size, -1).astype(np.int64).tobytes())
-    parent = array("q", bytes(8 * size))
-    closed = bytearray(size)
-    source = (start[0] + 1) * width + start[1] + 1
+    best_g = np.empty(size, dtype=np.int64)
+    for k in range(size):
+        best_g[k] = size if passable[k] else -1
+    parent = np.empty(size, dtype=np.int64)
+    closed = np.zeros(size, dtype=np.uint8)
     best_g[source] = 0  # the start may be an occupied cell: the agent stands there
-    # Heap entries are single ints ordering by (f, h, k): key = (f·span + h)·size + k. Integer
-    # comparisons are much cheaper than tuple ones, and this loop is the hot path. The heuristic
-    # is consistent, so a cell's first pop carries its shortest distance and later pops are stale.
-    span = size + 1
     heap = [(heuristic[source] * span + heuristic[source]) * size + source]
     offsets = (-width, width, -1, 1)
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        k = pop(heap) % size
+    while len(heap) > 0:
+        k = heapq.heappop(heap) % size
         if closed[k]:
             continue
         closed[k] = 1
-        if k in goal_set:
-            path = [k]
-            while k != source:
-                k = parent[k]
-                path.append(k)
-            return [(c // width - 1, c % width - 1) for c in reversed(path)]
+        if is_goal[k]:
+            length = 1
+            c = k
+            while c != source:
+                c = parent[c]
+                length += 1
+            path = np.empty(length, dtype=np.int64)
+            c = k
+            for m in range(length - 1, -1, -1):
+                path[m] = c
+                c = parent[c]
+            return path
         g = best_g[k] + 1
-        for offset in offsets:
-            n = k + offset
-            if g < best_g[n] and not (blocked_flat and (k, n) in blocked_flat):
+        closed_directions = blocked[k]
+        for d in range(4):
+            n = k + offsets[d]
+            if g < best_g[n] and not (closed_directions >> d) & 1:
                 best_g[n] = g
                 parent[n] = k
                 h_next = heuristic[n]
-                push(heap, ((g + h_next) * span + h_next) * size + n)
-    return None
+                heapq.heappush(heap, ((g + h_next) * span + h_next) * size + n)
+    return np.empty(0, dtype=np.int64)
 
 
 def _manhattan_to_nearest(goals: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

@@ -12,7 +12,10 @@ goal to nav_node's ``/ovman/navigate`` action and returns once the goal is accep
 (navigation continues in the background); ``isTaskComplete`` spins briefly and says whether it
 has ended; ``getResult`` gives SUCCEEDED / CANCELED / FAILED like BasicNavigator, and
 ``getTaskError`` / ``getNavResult`` the Navigate error code and the SPL inputs. ``getPath`` is the
-plan nav_node published for the current goal. Positions are in ``map`` (REP 103), metres.
+plan nav_node published for the current goal. ``cancelTask`` cancels the running goal (its result
+is then CANCELED); ``updateTarget`` sends a newer estimate of a moving target to the running goal
+(nav_node's ``/ovman/target_update``; used when the goal was sent with ``target_may_move``).
+Positions are in ``map`` (REP 103), metres.
 rclpy must be initialised (``rclpy.init()``) before a commander is created.
 """
 
@@ -138,7 +141,11 @@ class OvmanCommander(Node):
         return True
 
     def updateTarget(self, target: PointStamped) -> None:  # noqa: N802 - nav2_simple_commander naming
-        """Send a newer estimate of a moving target (``map``) to the running goal."""
+        """Send a newer estimate of a moving target (``map``) to the running goal.
+
+        Fire and forget, like any topic: an update published before nav_node's subscription has
+        matched ``update_pub`` (``update_pub.get_subscription_count()``) is lost, and nav_node
+        ignores updates for goals sent without ``target_may_move``."""
         self.update_pub.publish(target)
 
     def isTaskComplete(self, spin_sec: float = 0.1) -> bool:  # noqa: N802 - nav2_simple_commander naming

@@ -9,7 +9,12 @@ Interfaces:
   rejected); cancellable; Nav2-style feedback after an action, at most once per
   ``navigation.feedback_period_s``; enumerated error codes.
 - ``/ovman/target_update`` (geometry_msgs/PointStamped, ``map``): newer estimates of a moving
-  target, used while the current goal has ``target_may_move``.
+  target, used while the current goal has ``target_may_move``. This is how a running goal is
+  re-targeted (OvmanCommander.updateTarget publishes here): an update carries no goal id and
+  applies to the goal running when it arrives (one at a time); the newest one wins, the region
+  follows the point, and one farther than ``navigation.retarget_distance`` triggers a replan.
+  Updates received before a goal starts are discarded. There is no Nav2-style preemption: to
+  change to an unrelated goal, cancel the running one and send the new goal.
 - ``/ovman/plan`` (nav_msgs/Path, ``map``, transient local): every new plan.
 - ``/map`` (nav_msgs/OccupancyGrid, transient local): the reachable grid at each goal, published
   only when no other node (sim_node) publishes ``/map``.
