@@ -63,10 +63,11 @@ test: lint
 
 # The in-process benchmark needs the Python packages only (the ROS interfaces are for the graph).
 # The default dataset is generated once under data/default/<key> (key: request, config, generation
-# code); maps are cached under runs/.cache; every invocation writes a new runs/<stamp>/ with its report.
+# code); maps are cached under runs/.cache; every invocation writes a new runs/<stamp>/ with its report
+# (including the admissibility sweep of the run: --sweep).
 benchmark: $(DEPS_STAMP) $(PROJECT_STAMP)
 	@mkdir -p $(ROS_LOG_DIR)
-	$(VENV)/bin/ovman benchmark --default-dataset data/default --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --out runs
+	$(VENV)/bin/ovman benchmark --default-dataset data/default --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --sweep --out runs
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache

@@ -3,7 +3,12 @@
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
 from ovman_core.success import embodied_success
-from ovman_eval.admissibility import DISTRACTOR_NEAR_ANSWER, TOO_FEW_INSTANCES, admissibility_violations
+from ovman_eval.admissibility import (
+    DISTRACTOR_NEAR_ANSWER,
+    TOO_FEW_INSTANCES,
+    admissibility_violations,
+    separation_violations,
+)
 from ovman_eval.answers import compute_answer
 
 from .worlds import obj, state
@@ -61,3 +66,19 @@ def test_admissible_episode_defeats_a_category_only_agent():
     for point in [(fp.x_min - 1.0, 5.0), (fp.x_min, 5.0), fp.center]:
         if fp.distance_to(point) <= TASK.success_radius:
             assert not embodied_success(point, answer.region, TASK.success_radius)
+
+
+def test_a_carried_distractor_is_checked_at_every_state_it_takes():
+    # Vase_2 is carried past the moved vase's new place: admissible where it starts, not on its way.
+    w1 = state(obj("Vase_1", 0, 0), obj("Vase_2", 10, 0))
+    w2 = state(obj("Vase_1", 0, 5), obj("Vase_2", 10, 0))
+    answer = compute_answer(w1, w2, "Vase", Relation.MOVED, TASK)
+    far = [obj("Vase_2", 10, 0), obj("Vase_2", 10, 3)]
+    assert separation_violations(w1, w2, answer, TASK, "Vase_2", far) == []
+    passing = [*far, obj("Vase_2", 1, 5)]
+    problems = separation_violations(w1, w2, answer, TASK, "Vase_2", passing)
+    assert len(problems) == 1 and problems[0].startswith(DISTRACTOR_NEAR_ANSWER)
+    # Carried as the answer itself, its states are answer regions instead.
+    moving = compute_answer(w1, w2, "Vase", Relation.MOVED, TASK)
+    assert separation_violations(w1, w2, moving, TASK, "Vase_1", [obj("Vase_1", 9, 0)])
+    assert separation_violations(w1, w2, answer, TASK) == admissibility_violations(w1, w2, answer, TASK)

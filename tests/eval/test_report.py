@@ -8,8 +8,9 @@ import re
 
 import pytest
 
+from ovman_core.config import load_config, to_document
 from ovman_eval.cli import main
-from ovman_eval.report import REPORT_HTML, REPORT_MD, draw_episode, write_report
+from ovman_eval.report import REPORT_HTML, REPORT_MD, draw_episode, figure_map_quality, write_report
 from ovman_eval.results import (
     FINISHED,
     RESULTS,
@@ -27,7 +28,15 @@ from .benchmark_records import RELATIONS, map_summary, memory, record, sketch
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EPISODES = 6
-ARMS = ("two_visit", "single_visit", "oracle_grounding", "oracle_positions", "given_answer", "category_only")
+ARMS = (
+    "two_visit",
+    "two_visit_text",
+    "single_visit",
+    "oracle_grounding",
+    "oracle_positions",
+    "given_answer",
+    "category_only",
+)
 
 
 def run_records() -> list:
@@ -47,20 +56,22 @@ def run_records() -> list:
                     scene=f"embedded-{i % 3}",
                     instances=2 + i % 4,
                     probability=0.4 if arm == "single_visit" else None,
-                    diagnostics=diagnostics if arm in ("two_visit", "oracle_grounding") else None,
+                    diagnostics=diagnostics if arm in ("two_visit", "two_visit_text", "oracle_grounding") else None,
                 )
             )
     return records
 
 
-def make_run_dir(parent):
-    """A finished run directory written from hand-built records."""
+def make_run_dir(parent, with_config: bool = True):
+    """A finished run directory written from hand-built records (its configuration stored or not)."""
     directory = parent / "20250101-000000"
     directory.mkdir()
     records = run_records()
     (directory / RESULTS).write_text("".join(to_json_line(r) + "\n" for r in records))
     (directory / SKETCHES).write_text("".join(to_json_line(sketch(f"e{i}")) + "\n" for i in range(EPISODES)))
     identity = {"request": {"dataset": "data/x", "arms": list(ARMS), "seeds": [0], "static_only": False}}
+    if with_config:
+        identity["config"] = to_document(load_config())
     (directory / RUN_FILE).write_text(
         json.dumps({"identity": {**identity, "code_revision": "abc", "encoder": "label"}})
     )
@@ -88,7 +99,9 @@ def test_report_holds_every_table_and_the_figures(reported):
     records = read_results(run_dir)
     for table in all_tables(records):
         assert f"### {table.title}" in markdown
-    for name in ("error_budget", "relations", "scenes", "instances"):
+    assert "### Query parser accuracy" in markdown
+    assert "### Relation supplied versus inferred from text" in markdown
+    for name in ("error_budget", "relations", "scenes", "instances", "map_quality"):
         figure = run_dir / "figures" / f"{name}.png"
         assert figure.read_bytes().startswith(PNG_MAGIC)
         assert f"(figures/{name}.png)" in markdown
@@ -102,10 +115,24 @@ def test_html_report_embeds_the_summary_figures_and_links_the_episodes(reported)
     run_dir, _, html_path = reported
     page = html_path.read_text()
     embedded = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    assert len(embedded) == 4
+    assert len(embedded) == 5
     assert all(base64.b64decode(data).startswith(PNG_MAGIC) for data in embedded)
     assert "href='figures/episodes/e3.png'" in page
-    assert page.count("<table>") == len(all_tables(read_results(run_dir))) + 1  # + the episode table
+    # + the parser's accuracy and the episode table
+    assert page.count("<table>") == len(all_tables(read_results(run_dir))) + 2
+
+
+def test_report_says_why_the_parser_table_is_missing_without_the_runs_configuration(tmp_path):
+    md_path, _ = write_report(make_run_dir(tmp_path, with_config=False), episode_figures=False)
+    markdown = md_path.read_text()
+    assert "Query parser accuracy" not in markdown
+    assert "parser accuracy" in markdown and "holds no configuration" in markdown
+
+
+def test_map_quality_figure_needs_the_agents_diagnostics(tmp_path):
+    records = [r for r in run_records() if r.arm != "two_visit"]
+    assert figure_map_quality(records, tmp_path / "none.png") is None
+    assert figure_map_quality(run_records(), tmp_path / "m.png").read_bytes().startswith(PNG_MAGIC)
 
 
 def test_report_without_episode_figures_writes_none(run_dir):

@@ -3,6 +3,7 @@ the map cache, the embodied run against the certification oracle, moving targets
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -13,6 +14,7 @@ import pytest
 
 from ovman_core.boxes import Box3
 from ovman_core.relations import Relation
+from ovman_eval.benchmark_command import parse_seeds
 from ovman_eval.cli import main
 from ovman_eval.dataset import read_episodes
 from ovman_eval.map_cache import PhraseByPhraseEncoder, lean_map
@@ -243,13 +245,17 @@ def test_the_tracker_follows_the_nearest_sighting_of_its_label_within_the_gate(d
 
 def test_ovman_benchmark_runs_writes_the_report_and_ovman_show_draws_from_it(dataset, cache, tmp_path, capsys):
     out = tmp_path / "runs"
-    arguments = ["--dataset", str(dataset), "--arms", "two_visit,given_answer", "--seeds", "0"]
+    arguments = ["--dataset", str(dataset), "--arms", "two_visit,single_visit,given_answer", "--seeds", "2"]
     arguments += ["--static-only", "--out", str(out), "--cache", str(cache), "--no-episode-figures", "--quiet"]
-    assert main(["benchmark", *arguments]) == 0
+    assert main(["benchmark", *arguments, "--sweep"]) == 0
     printed = capsys.readouterr().out
     assert "Headline: every arm" in printed and "given_answer" in printed
     (run_dir,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    assert (run_dir / "report.md").is_file() and (run_dir / "report.html").is_file()
+    assert sorted({r.seed for r in read_results(run_dir)}) == [0, 1]
+    report = (run_dir / "report.md").read_text()
+    assert (run_dir / "report.html").is_file()
+    for title in ("Success per run seed", "Memory margin per run seed", "Static memory margin over the admissibility"):
+        assert f"### {title}" in report
     figure = tmp_path / "moved.png"
     show = ["show", "moved-0000", "--dataset", str(dataset), "--run", str(run_dir), "--out", str(figure)]
     assert main(show) == 0
@@ -257,6 +263,14 @@ def test_ovman_benchmark_runs_writes_the_report_and_ovman_show_draws_from_it(dat
     assert main(["show", "nope", "--dataset", str(dataset), "--run", str(run_dir)]) == 1
     assert "no results for episode 'nope'" in capsys.readouterr().err
     assert main(["benchmark", "--dataset", str(tmp_path / "missing"), "--out", str(out)]) == 1
+
+
+def test_seeds_are_a_count_or_a_list():
+    assert parse_seeds("3") == (0, 1, 2)
+    assert parse_seeds("4,7") == (4, 7) and parse_seeds("5,") == (5,)
+    for bad in ("0", "-2", "a", "1,1", ","):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_seeds(bad)
 
 
 def test_phrase_embeddings_do_not_depend_on_what_was_embedded_before(config):

@@ -3,8 +3,12 @@ statistics module; rendering; refusing unpaired records."""
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
+
 import pytest
 
+from ovman_core.config import load_config
 from ovman_eval.stats import holm, mcnemar_exact, poisson_binomial_sf, wilson_interval
 from ovman_eval.tables import (
     EMBODIED,
@@ -20,16 +24,21 @@ from ovman_eval.tables import (
     failure_table,
     headline_table,
     map_table,
+    margin_table,
     memory_table,
     pairwise_table,
+    parser_table,
     per_scene_table,
     relation_comparisons_table,
     seeds_table,
     single_vs_two_table,
     static_table,
+    text_query_table,
 )
+from ovman_query.arms import PARSE_FAILED
+from ovman_query.parser import held_out_accuracy
 
-from .benchmark_records import map_summary, memory, paired, record
+from .benchmark_records import RELATIONS, map_summary, memory, paired, record
 
 TWO = [True, True, False, True, False, True, True, False, True, True, False, True]
 ORACLE = [True, True, True, True, False, True, True, True, True, True, True, True]
@@ -248,3 +257,59 @@ def test_headline_table_reports_spl_over_all_episodes_and_over_successes():
     table = headline_table(records)
     assert cell(table, "two_visit", "SPL") == "0.250"
     assert cell(table, "two_visit", "SPL | success") == "0.500"
+
+
+def test_seeds_table_gives_the_range_and_standard_deviation_over_seeds():
+    records = paired({"two_visit": [True, False, False, False]})
+    records += paired({"two_visit": [True, True, True, False]}, seed=1)
+    records += paired({"two_visit": [True, True, False, False]}, seed=2)
+    seeds = seeds_table(records)
+    assert seeds is not None
+    assert cell(seeds, "two_visit", "range (static)") == "0.500"
+    assert cell(seeds, "two_visit", "sd (static)") == f"{statistics.stdev([0.25, 0.75, 0.5]):.3f}"
+
+
+def test_margin_table_subtracts_the_single_visit_arm_per_seed_and_flags_a_sign_change():
+    def run(two: list[bool], single: list[bool], probability: float, seed: int) -> list:
+        out = paired({"two_visit": two}, seed=seed)
+        out += [
+            record(f"e{i}", "single_visit", s, s, seed=seed, probability=probability, relation=RELATIONS[i % 6])
+            for i, s in enumerate(single)
+        ]
+        return out
+
+    records = run([True, True, False, False], [True, False, False, False], 0.25, 0)
+    records += run([False, True, False, False], [True, True, True, False], 0.25, 1)
+    table = margin_table(records)
+    assert table is not None
+    assert cell(table, "0", "static margin").startswith("+0.250 (0.500 − 0.250)")
+    assert cell(table, "1", "embodied margin").startswith("-0.500 (0.250 − 0.750)")
+    assert cell(table, "range", "static margin") == "+0.000 … +0.250 (reaches zero)"
+    assert cell(table, "range", "embodied margin") == "-0.500 … +0.250 (sign changes)"
+    assert margin_table(paired({"two_visit": [True]})) is None
+
+
+def test_text_query_table_pairs_supplied_and_inferred_relations_and_counts_parse_failures():
+    supplied = [True, True, True, False, True, False]
+    inferred = [True, False, False, False, True, True]
+    records = paired({"two_visit": supplied, "two_visit_text": inferred})
+    records = [
+        dataclasses.replace(r, static=dataclasses.replace(r.static, explanation=f"{PARSE_FAILED}: no relation"))
+        if r.arm == "two_visit_text" and r.episode_id in ("e1", "e2")
+        else r
+        for r in records
+    ]
+    table = text_query_table(records)
+    assert table is not None
+    assert cell(table, STATIC, "wins:losses") == "2:1"
+    assert cell(table, STATIC, "p") == f"{mcnemar_exact(2, 1):.3f}"
+    assert table.notes[0].startswith("2 of 6 query texts failed to parse")
+    assert text_query_table(paired({"two_visit": supplied})) is None
+
+
+def test_parser_table_reports_training_and_held_out_accuracy():
+    config = load_config()
+    held_out = held_out_accuracy(config.query_node.parser)
+    table = parser_table(held_out, held_out)
+    assert cell(table, "held-out phrasings", "parse failures") == str(held_out.failures)
+    assert cell(table, "held-out phrasings", "accuracy [95% CI]").endswith(f"({held_out.correct}/{held_out.total})")

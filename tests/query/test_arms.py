@@ -7,6 +7,7 @@ from ovman_core.relations import Relation
 from ovman_eval.answers import compute_answer
 from ovman_query.agent import ReferenceAgent
 from ovman_query.arms import (
+    PARSE_FAILED,
     Arm,
     ArmInputError,
     category_only,
@@ -15,6 +16,7 @@ from ovman_query.arms import (
     oracle_positions,
     single_visit,
     two_visit,
+    two_visit_text,
 )
 from ovman_query.parser import Query
 
@@ -126,3 +128,14 @@ def test_category_only_goes_to_the_best_instance_whatever_the_relation():
         prediction = category_only(AGENT, map2, q("vase", relation))
         assert prediction.instance_ids == ("b",) and prediction.point == (5, 5)
     assert category_only(AGENT, instance_map(2), q("vase", Relation.MOVED)).abstained
+
+
+def test_two_visit_text_answers_the_parsed_query_and_abstains_on_a_parse_failure():
+    map1 = instance_map(1, instance("a", "Vase", 0, 0), instance("c", "Chair", 3, 3))
+    map2 = instance_map(2, instance("b", "Vase", 4, 0), instance("d", "Chair", 3, 3))
+    text = two_visit_text(AGENT, map1, map2, "where was the vase before it was moved", Relation.FORMER)
+    supplied = two_visit(AGENT, map1, map2, q("vase", Relation.FORMER, "Vase"))
+    assert text.relation is Relation.FORMER and text.arm == Arm.TWO_VISIT_TEXT.value
+    assert text.point == supplied.point and text.instance_ids == supplied.instance_ids
+    failed = two_visit_text(AGENT, map1, map2, "vase", Relation.MOVED)
+    assert failed.abstained and failed.explanation.startswith(PARSE_FAILED)

@@ -67,6 +67,13 @@ def test_free_text_is_parsed_and_an_unparseable_text_fails(agent):
     assert failed.status is Status.PARSE_FAILED and failed.point is None and "cannot parse" in failed.explanation
 
 
+def test_the_text_arm_answers_free_text_as_its_function_in_arms(agent):
+    text = "go to where the vase used to be"
+    outcome = ask(agent, text=text, arm="two_visit_text")
+    assert outcome.status is Status.ANSWERED and outcome.arm == "two_visit_text"
+    assert outcome.prediction == arms.two_visit_text(agent, MAP1, MAP2, text, Relation.FORMER)
+
+
 def test_nothing_of_the_kind_changed_is_an_abstention(agent):
     outcome = ask(agent, category="Vase", relation="removed")
     assert outcome.status is Status.ABSTAINED and outcome.point is None
@@ -115,6 +122,7 @@ def test_maps_that_cannot_belong_together_are_no_map(agent):
         {"category": "Vase", "relation": "moved", "arm": "psychic"},
         {"category": "Vase", "relation": "moved", "arm": "oracle_positions"},
         {"category": "Vase", "relation": "moved", "arm": "given_answer"},
+        {"category": "Vase", "relation": "moved", "arm": "two_visit_text"},
         {"text": "where was the vase", "relation": "former"},
         {"category": "Vase"},
         {},

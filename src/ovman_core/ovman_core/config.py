@@ -166,6 +166,8 @@ class SimNodeConfig:
 
     step_dt: float
     play_period_s: float
+    play_ack_timeout_s: float
+    act_camera: bool
     qos_depth: int
     scene: str
     recording: str
@@ -365,6 +367,18 @@ class DiagnosticsParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class SweepParams:
+    """``ovman sweep`` (``ovman_eval.sweep``): the values of each admissibility setting re-derived on a
+    finished run (the grid is their product), and the filters also switched off. Metres."""
+
+    drift_tolerance: list[float]
+    stable_tolerance: list[float]
+    min_displacement: list[float]
+    separation_radius: list[float]
+    toggled_filters: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
 class BenchmarkNodeParams:
     """benchmark_node's ROS side and ``ovman launch``: waits on the graph, in seconds."""
 
@@ -382,6 +396,7 @@ class BenchmarkConfig:
     benchmark: BenchmarkParams
     generation: GenerationParams
     diagnostics: DiagnosticsParams
+    sweep: SweepParams
     node: BenchmarkNodeParams
 
 

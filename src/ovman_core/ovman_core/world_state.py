@@ -64,6 +64,10 @@ class WorldState:
     def __len__(self) -> int:
         return len(self.objects)
 
+    def with_object(self, obj: ObjectState) -> WorldState:
+        """A copy with ``obj`` in place of the instance of the same id (added when absent)."""
+        return WorldState({**self.objects, obj.instance_id: obj})
+
     def of_category(self, category: str) -> list[ObjectState]:
         """Instances of ``category``, sorted by instance id (deterministic order)."""
         return sorted((o for o in self if o.category == category), key=lambda o: o.instance_id)

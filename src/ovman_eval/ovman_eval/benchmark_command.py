@@ -5,6 +5,8 @@ Examples::
     ovman benchmark --dataset data/ovman-single --workers 4 --out runs/
     ovman benchmark --default-dataset data/default --workers 2 --out runs/   # what `make benchmark` runs
     ovman benchmark --dataset data/ovman-single --arms two_visit,single_visit --seeds 0,1,2 --static-only
+    ovman benchmark --default-dataset data/default --condition low_light --out runs/   # against the baseline
+    ovman benchmark --default-dataset data/default --seeds 3 --sweep --out runs/      # seeds 0,1,2 + the sweep
     ovman report runs/20250101-120000
     ovman show moved-0003 --dataset data/ovman-single --out moved-0003.png
 
@@ -13,6 +15,14 @@ Examples::
 request, the whole configuration and the source of the code that generates episodes; an
 interrupted generation resumes, a finished one is reused. Running the same benchmark command
 again resumes an unfinished run (see :mod:`ovman_eval.runner`).
+
+``--condition low_light|texture`` (repeatable, or comma-separated) also evaluates every episode
+re-rendered under the stress condition and compares it with the baseline on the same episodes
+(:mod:`ovman_eval.stress`; the other tables and figures are the baseline's).
+
+``--seeds N`` runs the seeds 0..N-1 (the report gives each arm's spread over them and the range of
+the memory margin); ``--sweep`` re-derives admissibility over ``benchmark_node.sweep`` after the
+run (:mod:`ovman_eval.sweep`, as ``ovman sweep RUN``) so the report includes the margin's range.
 """
 
 from __future__ import annotations
@@ -24,11 +34,12 @@ import importlib
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, to_document
 from ovman_core.relations import Relation
-from ovman_eval.results import ResultsError
+from ovman_eval.results import ResultRecord, ResultsError
 
 GENERATION_SOURCES = (
     ("ovman_core", None),
@@ -44,11 +55,22 @@ GENERATION_SOURCES = (
 """Source files whose content keys the default dataset (None: every .py of the package)."""
 
 
-def _csv_ints(text: str) -> tuple[int, ...]:
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """Run seeds: ``N`` (one number) means the N seeds 0..N-1; ``a,b,c`` lists them (``5,`` is seed 5 alone)."""
     try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
+        if "," not in text:
+            count = int(text)
+            if count < 1:
+                raise argparse.ArgumentTypeError(f"expected a number of seeds >= 1, got {text!r}")
+            return tuple(range(count))
+        seeds = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seeds (3 = seeds 0,1,2) or comma-separated seeds, got {text!r}"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct comma-separated seeds, got {text!r}")
+    return seeds
 
 
 # ---- ovman benchmark ---------------------------------------------------------------------------------
@@ -63,13 +85,31 @@ def add(parser: argparse.ArgumentParser) -> object:
         help="generate (once, cached under ROOT/<key>) and use the default embedded dataset",
     )
     parser.add_argument("--arms", help="comma-separated arms, or all (default: benchmark.arms of the config)")
-    parser.add_argument("--seeds", type=_csv_ints, help="comma-separated run seeds (default: benchmark.seeds)")
+    parser.add_argument(
+        "--seeds",
+        type=parse_seeds,
+        help="run seeds: a count (3 = seeds 0,1,2; the spread and margin range over seeds) or a comma-separated "
+        "list (default: benchmark.seeds)",
+    )
     parser.add_argument("--workers", type=int, help="parallel processes (default: benchmark.workers)")
     parser.add_argument("--out", default="runs", help="folder of run directories (default runs/)")
     parser.add_argument("--run-dir", help="run (or resume) in exactly this directory instead of OUT/<stamp>")
     parser.add_argument("--static-only", action="store_true", help="the static gate only (no embodied runs)")
+    parser.add_argument(
+        "--condition",
+        "--conditions",
+        dest="conditions",
+        action="append",
+        metavar="low_light|texture",
+        help="also run under this stress condition (repeatable or comma-separated), compared with the baseline",
+    )
     parser.add_argument("--cache", help="map cache directory (default OUT/.cache/maps)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.md/report.html")
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also re-derive admissibility over benchmark_node.sweep (as `ovman sweep RUN`) for the report",
+    )
     parser.add_argument("--no-episode-figures", action="store_true", help="report without per-episode figures")
     parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -128,13 +168,21 @@ def default_dataset(root: Path, config: OvmanConfig, workers: int, quiet: bool) 
 def run(args: argparse.Namespace) -> int:
     from ovman_eval.dataset import DatasetError
     from ovman_eval.map_cache import MapCacheError
-    from ovman_eval.runner import BenchmarkError, BenchmarkRequest, RunProgress, parse_arms, run_benchmark
+    from ovman_eval.runner import (
+        BenchmarkError,
+        BenchmarkRequest,
+        RunProgress,
+        parse_arms,
+        parse_conditions,
+        run_benchmark,
+    )
     from ovman_sim.recording import RecordingError
 
     try:
         config = load_config(args.config)
         params = config.benchmark_node.benchmark
         arms = parse_arms(args.arms if args.arms else params.arms)
+        conditions = parse_conditions([n for text in args.conditions or () for n in text.split(",")])
         seeds = args.seeds if args.seeds else tuple(params.seeds)
         workers = args.workers if args.workers is not None else params.workers
         out = Path(args.out)
@@ -143,17 +191,19 @@ def run(args: argparse.Namespace) -> int:
             if args.dataset
             else default_dataset(Path(args.default_dataset), config, workers, args.quiet)
         )
-        request = BenchmarkRequest(dataset, arms, tuple(seeds), args.static_only)
+        request = BenchmarkRequest(dataset, arms, tuple(seeds), args.static_only, conditions)
     except (ConfigError, BenchmarkError, DatasetError, ValueError) as err:
         print(f"ovman benchmark: {err}", file=sys.stderr)
         return 2
     cache = Path(args.cache) if args.cache else out / ".cache" / "maps"
     began = time.monotonic()
 
+    units = "groups" if not conditions else "groups x conditions"
+
     def progress(p: RunProgress) -> None:
         if not args.quiet:
             print(
-                f"[{p.done}/{p.total} groups, {p.resumed} resumed] {p.last} ({p.elapsed_s:.0f} s)",
+                f"[{p.done}/{p.total} {units}, {p.resumed} resumed] {p.last} ({p.elapsed_s:.0f} s)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -175,6 +225,17 @@ def run(args: argparse.Namespace) -> int:
         print("\novman benchmark: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
     run_s = time.monotonic() - began
+    if args.sweep:
+        from ovman_eval.sweep import SweepError, write_sweep
+        from ovman_eval.sweep_command import run_dataset, sweep_run
+
+        clock = time.monotonic()
+        try:
+            swept = write_sweep(summary.run_dir, sweep_run(summary.run_dir, config), run_dataset(summary.run_dir))
+        except (SweepError, DatasetError, RecordingError, ResultsError) as err:
+            print(f"ovman benchmark: the admissibility sweep failed: {err}", file=sys.stderr)
+            return 1
+        print(f"ovman benchmark: wrote {swept} ({time.monotonic() - clock:.1f} s)", file=sys.stderr)
     report_note = ""
     if not args.no_report:
         from ovman_eval.report import write_report
@@ -182,11 +243,18 @@ def run(args: argparse.Namespace) -> int:
         clock = time.monotonic()
         md, html_path = write_report(summary.run_dir, episode_figures=not args.no_episode_figures)
         report_note = f"; report {md} and {html_path} ({time.monotonic() - clock:.1f} s)"
-    from ovman_eval.tables import headline_table
-
-    print(headline_table(summary.records).text())
+    print(run_summary_text(summary.records))
     print(f"\nrun {summary.run_dir}: {len(summary.records)} results in {run_s:.1f} s{report_note}")
     return 0
+
+
+def run_summary_text(records: Sequence[ResultRecord]) -> str:
+    """What a finished run prints: the headline table, and the stress comparison when the run has conditions."""
+    from ovman_eval.stress import condition_success_table
+    from ovman_eval.tables import headline_table
+
+    tables = [headline_table(records), condition_success_table(records)]
+    return "\n\n".join(t.text() for t in tables if t is not None)
 
 
 # ---- ovman report ------------------------------------------------------------------------------------
@@ -201,7 +269,6 @@ def add_report(parser: argparse.ArgumentParser) -> object:
 def run_report(args: argparse.Namespace) -> int:
     from ovman_eval.report import write_report
     from ovman_eval.results import read_results
-    from ovman_eval.tables import headline_table
 
     try:
         md, html_path = write_report(Path(args.run), episode_figures=not args.no_episode_figures)
@@ -209,7 +276,7 @@ def run_report(args: argparse.Namespace) -> int:
     except ResultsError as err:
         print(f"ovman report: {err}", file=sys.stderr)
         return 1
-    print(headline_table(records).text())
+    print(run_summary_text(records))
     print(f"\nwrote {md} and {html_path}")
     return 0
 
@@ -233,14 +300,18 @@ def add_show(parser: argparse.ArgumentParser) -> object:
 def run_show(args: argparse.Namespace) -> int:
     from ovman_eval.dataset import DatasetError
     from ovman_eval.report import draw_episode
-    from ovman_eval.results import read_results, read_sketches
+    from ovman_eval.results import baseline_records, read_results, read_sketches
     from ovman_eval.runner import BenchmarkError, evaluate_episode, parse_arms
     from ovman_sim.recording import RecordingError
 
     out = Path(args.out) if args.out else Path(f"{args.episode}.png")
     try:
         if args.run:
-            records = [r for r in read_results(Path(args.run)) if r.episode_id == args.episode and r.seed == args.seed]
+            records = [
+                r
+                for r in baseline_records(read_results(Path(args.run)))
+                if r.episode_id == args.episode and r.seed == args.seed
+            ]
             if not records:
                 raise ResultsError(f"{args.run}: no results for episode {args.episode!r} and seed {args.seed}")
             sketch = read_sketches(Path(args.run)).get(records[0].group_id)

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "benchmark": ("run the benchmark: static gate and embodied runs of every arm", "ovman_eval.benchmark_command:add"),
     "report": ("(re)write the report of a benchmark run", "ovman_eval.benchmark_command:add_report"),
     "show": ("draw one episode from above: maps, answer, predictions, path", "ovman_eval.benchmark_command:add_show"),
+    "sweep": ("static memory margin of a run over a grid of admissibility settings", "ovman_eval.sweep_command:add"),
     "launch": ("start the ROS 2 benchmark graph as processes (no ros2 launch needed)", "ovman_eval.launch_command:add"),
 }
 

@@ -55,13 +55,13 @@ from typing import Any
 
 import numpy as np
 
-from ovman_core.boxes import Footprint, Vec2, Vec3, floor_distance
+from ovman_core.boxes import Vec2, Vec3, floor_distance
 from ovman_core.config import OvmanConfig
 from ovman_core.grid import GridError, grid_from_reachable
 from ovman_core.relations import Relation
 from ovman_core.success import embodied_success
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
-from ovman_eval.admissibility import admissibility_violations
+from ovman_eval.admissibility import separation_violations
 from ovman_eval.answers import Answer, NoAnswerError, compute_answer
 from ovman_eval.episodes import (
     FORMAT_VERSION,
@@ -365,12 +365,6 @@ def _drift(a: WorldState, b: WorldState, exclude: str | None) -> float:
 
 def _visit_drift(visit: _Visit, exclude: str | None) -> float:
     return max((_drift(visit.first, state, exclude) for state in visit.states[1:]), default=0.0)
-
-
-def _with_object(state: WorldState, obj: ObjectState) -> WorldState:
-    objects = dict(state.objects)
-    objects[obj.instance_id] = obj
-    return WorldState(objects)
 
 
 def _placed(template: ObjectState, centre: Vec3) -> ObjectState:
@@ -725,17 +719,8 @@ class EpisodeGenerator:
         """The anti-shortcut rule against every footprint the carried instance takes in ``carried``
         (its answer regions when it is the answer, distractor positions when it is another
         instance of the category)."""
-        answer = query.answer
-        assert answer is not None
-        if moving_id is not None and answer.instance_id == moving_id:
-            regions = _unique_footprints(carried)
-            problems = admissibility_violations(w1, visit2.first, answer, self.task, regions)
-        elif moving_id is not None and visit2.first[moving_id].category == answer.category:
-            problems = []
-            for state in _unique_states(carried):
-                problems.extend(admissibility_violations(w1, _with_object(visit2.first, state), answer, self.task))
-        else:
-            problems = admissibility_violations(w1, visit2.first, answer, self.task)
+        assert query.answer is not None
+        problems = separation_violations(w1, visit2.first, query.answer, self.task, moving_id, carried)
         if problems:
             raise CandidateRejectedError(problems[0].split(":", 1)[0], "; ".join(dict.fromkeys(problems)))
 
@@ -923,14 +908,6 @@ class EpisodeGenerator:
                 self.task.drift_tolerance, drift["visit1"], drift["visit2"], drift["reread"], drift["reset"]
             ),
         )
-
-
-def _unique_footprints(states: Sequence[ObjectState]) -> list[Footprint]:
-    return list(dict.fromkeys(s.box.footprint for s in states))
-
-
-def _unique_states(states: Sequence[ObjectState]) -> list[ObjectState]:
-    return list({s.box: s for s in states}.values())
 
 
 def _dedupe(points: Sequence[Vec2]) -> list[Vec2]:

@@ -16,7 +16,9 @@ holds everything the arms, the diagnostics and the figures need from the recordi
 
 Entries are pickles in one directory, named by a key over the recordings (metadata and file
 size/mtime), the dataset's episode hash, the encoder description, the mapping configuration and
-the source of the code that builds maps; a change to any of them misses the cache. Entries are
+the source of the code that builds maps; a change to any of them misses the cache. Maps of the
+recordings re-rendered under a stress condition (:mod:`ovman_eval.condition_frames`) are separate
+entries, keyed also by the condition, its seed, the simulator configuration and its code. Entries are
 written atomically (temporary file, then rename), so parallel workers can share a directory.
 
 :class:`PhraseByPhraseEncoder` wraps the configured encoder so that every embedding is computed
@@ -37,7 +39,7 @@ import json
 import os
 import pickle
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +52,8 @@ from ovman_eval.episodes import EpisodeRecord
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
 from ovman_mapping.instances import Instance, InstanceMap, Sighting
 from ovman_query.association import Association
-from ovman_sim.recording import RecordingError, read_visit
+from ovman_sim.recording import RecordedFrame, RecordingError, read_visit
+from ovman_sim.world import Observation
 
 CACHE_FORMAT = 2
 """Bumped when :class:`GroupMaps` changes shape."""
@@ -244,15 +247,20 @@ class CacheKeys:
         }
         self.common = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
-    def of(self, dataset_dir: Path, record: EpisodeRecord) -> str:
+    def of(self, dataset_dir: Path, record: EpisodeRecord, condition: dict[str, Any] | None = None) -> str:
+        """The entry of ``record``'s group; ``condition``: what keys maps of re-rendered frames (its
+        ``name``, seed, configuration and code; None for the recordings as they are)."""
         identity = {
             "common": self.common,
             "group": record.group_id,
             "visit1": _recording_stamp(dataset_dir / record.recordings.visit1),
             "visit2": _recording_stamp(dataset_dir / record.recordings.visit2),
         }
+        if condition is not None:
+            identity["condition"] = condition
         text = json.dumps(identity, sort_keys=True)
-        return f"{record.group_id}-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+        digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+        return f"{record.group_id}-{digest}" if condition is None else f"{record.group_id}-{condition['name']}-{digest}"
 
 
 def cache_key(
@@ -313,9 +321,15 @@ def build_group_maps(
     phrases: Iterable[str],
     config: OvmanConfig,
     encoder: PhraseByPhraseEncoder,
+    sensor: Callable[[RecordedFrame], Observation] | None = None,
 ) -> GroupMaps:
     """Read both recordings of ``record``'s group once: build the maps, the ground truth, the
-    diagnostics and the phrase embeddings. Raises RecordingError for a bad recording."""
+    diagnostics and the phrase embeddings. Raises RecordingError for a bad recording.
+
+    ``sensor``: what the mapper sees of each recorded frame (a re-rendering under a stress
+    condition, :class:`ovman_eval.condition_frames.ConditionSensor`), called in recording order;
+    None: the recorded observation. The ground truth and the discoverable instances are always
+    the recording's."""
     from ovman_mapping.fusion import MapBuilder
     from ovman_query.association import associate
 
@@ -327,7 +341,7 @@ def build_group_maps(
     for visit, relative in ((1, record.recordings.visit1), (2, record.recordings.visit2)):
         builder = MapBuilder(config.mapping_node, encoder, visit)
         for frame in read_visit(dataset_dir / relative):
-            builder.add(frame.observation)
+            builder.add(frame.observation if sensor is None else sensor(frame))
             first_state.setdefault(visit, frame.objects)
             last_state[visit] = frame.objects
             seen[visit].update(frame.observation.segment_instances.values())

@@ -1,13 +1,17 @@
 """The benchmark report of a run directory: ``report.md`` and ``report.html`` with tables and figures.
 
 Written from the run's files alone (``results.jsonl``, ``sketches.jsonl``, ``run.json``,
-``timings.json``), so ``ovman report RUN`` regenerates it at any time:
+``timings.json``, and ``sweep.json`` once ``ovman sweep`` has run), so ``ovman report RUN``
+regenerates it at any time. Besides the tables of :mod:`ovman_eval.tables` it holds the parser's
+accuracy under the run's configuration and the admissibility sweep's table:
 
 - ``figures/error_budget.png``: the rungs of the error budget as bars (static and embodied) with
   the gaps between them (Fig. 5a);
 - ``figures/relations.png``: success per relation and overall for every arm with Wilson 95%
   intervals (static and embodied panels);
 - ``figures/scenes.png``: success per scene; ``figures/instances.png``: by same-category instances;
+- ``figures/map_quality.png``: per relation, the map and memory metrics (SIR, AEC, PA) on the
+  episodes the two-visit agent passed and on those it failed (where the error budget goes);
 - ``figures/episodes/<episode>.png``: one top-down figure per episode (:func:`draw_episode`): the
   reachable grid of the evaluated world, both visits' map instances (the queried category
   emphasised), the association, the ground truth of the category, the answer, every arm's
@@ -28,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ovman_core.config import ConfigError, config_from_document
 from ovman_eval.dataset import atomic_write_text
 from ovman_eval.results import (
     ARM_ORDER,
@@ -35,10 +40,12 @@ from ovman_eval.results import (
     TIMINGS,
     EpisodeSketch,
     ResultRecord,
+    baseline_records,
     read_results,
     read_sketches,
 )
 from ovman_eval.stats import wilson_interval
+from ovman_eval.sweep import read_sweep, sweep_table
 from ovman_eval.tables import (
     EMBODIED,
     RUNGS,
@@ -49,8 +56,11 @@ from ovman_eval.tables import (
     error_budget,
     headline_table,
     instance_groups,
+    parser_table,
     scene_groups,
 )
+from ovman_query.parser import QueryParser, evaluate_parser, held_out_accuracy
+from ovman_query.surface_forms import training_phrasings
 
 FIGURES = "figures"
 EPISODE_FIGURES = "episodes"
@@ -60,6 +70,7 @@ DPI = 110
 
 ARM_COLOURS = {
     "two_visit": "#1f77b4",
+    "two_visit_text": "#17becf",
     "single_visit": "#ff7f0e",
     "oracle_grounding": "#2ca02c",
     "oracle_positions": "#9467bd",
@@ -68,6 +79,7 @@ ARM_COLOURS = {
 }
 ARM_MARKERS = {
     "two_visit": "o",
+    "two_visit_text": "P",
     "single_visit": "s",
     "oracle_grounding": "D",
     "oracle_positions": "^",
@@ -201,6 +213,57 @@ def figure_relations(records: Sequence[ResultRecord], path: Path) -> Path:
         ax.set_title(f"{gate} success per relation (95% Wilson intervals)")
         ax.axvline(len(groups) - 1.5, color="#999999", linewidth=0.6)
     axes[0, 0].legend(fontsize=7, ncol=3, loc="upper left", bbox_to_anchor=(0.0, -0.12 if len(gates) == 1 else 1.25))
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+MAP_QUALITY = (
+    ("memory", "sir", "SIR (identity resolution)"),
+    ("visit2", "aec", "AEC of the visit-2 map"),
+    ("visit2", "pa", "PA of the visit-2 map"),
+    ("visit1", "aec", "AEC of the visit-1 map"),
+)
+"""The map and memory metrics set against task success: (diagnostics section, key, label)."""
+
+
+def figure_map_quality(records: Sequence[ResultRecord], path: Path, arm: str = "two_visit") -> Path | None:
+    """Where the error budget goes: per relation, the mean of each map/memory metric over the
+    episodes ``arm`` passed and over those it failed (static gate), with the episode counts. A
+    metric that is lower on failures points at the map (coverage, accuracy) or the memory
+    (identity resolution) as the cause. None without ``arm`` records carrying diagnostics."""
+    o = Outcomes(records)
+    if arm not in o.arms:
+        return None
+    diagnosed = [e for e in o.episodes if o.by_arm[arm][e].diagnostics and "memory" in o.by_arm[arm][e].diagnostics]
+    if not diagnosed:
+        return None
+    plt = _pyplot()
+    groups = [*o.relations, "overall"]
+    fig, axes = plt.subplots(len(MAP_QUALITY), 1, figsize=(max(7.0, 0.9 * len(groups)), 2.2 * len(MAP_QUALITY)))
+    width = 0.38
+    for ax, (section, key, label) in zip(axes, MAP_QUALITY, strict=True):
+        for k, (passed, colour, name) in enumerate(((True, "#2ca02c", "success"), (False, "#d62728", "failure"))):
+            means, counts = [], []
+            for group in groups:
+                episodes = [e for e in diagnosed if group == "overall" or o.info[e].relation == group]
+                values = [
+                    float(o.by_arm[arm][e].diagnostics[section][key])  # type: ignore[index]
+                    for e in episodes
+                    if o.by_arm[arm][e].static.success == passed
+                    and o.by_arm[arm][e].diagnostics[section].get(key) is not None  # type: ignore[index]
+                ]
+                means.append(sum(values) / len(values) if values else math.nan)
+                counts.append(len(values))
+            xs = [g + (k - 0.5) * width for g in range(len(groups))]
+            ax.bar(xs, [0.0 if math.isnan(m) else m for m in means], width, color=colour, label=name)
+            for x, m, n in zip(xs, means, counts, strict=True):
+                ax.text(x, 0.02 if math.isnan(m) else m + 0.02, f"n={n}", ha="center", fontsize=6)
+        ax.set_xticks(range(len(groups)), groups)
+        ax.set_ylim(0.0, 1.15)
+        ax.set_ylabel(label, fontsize=7)
+        ax.axvline(len(groups) - 1.5, color="#999999", linewidth=0.6)
+    axes[0].set_title(f"Map and memory quality on the episodes {arm} passed and failed (static gate)")
+    axes[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -470,6 +533,8 @@ def _run_facts(run_dir: Path, records: Sequence[ResultRecord]) -> list[tuple[str
         ("encoder", str(run.get("encoder", "?"))),
         ("wall time", f"{timings.get('wall_s', float('nan')):.1f} s with {timings.get('workers', '?')} worker(s)"),
     ]
+    if request.get("conditions"):
+        facts.append(("stress conditions", f"{', '.join(request['conditions'])} (re-rendered, same episodes)"))
     if work:
         facts.append(
             (
@@ -489,6 +554,19 @@ def _run_facts(run_dir: Path, records: Sequence[ResultRecord]) -> list[tuple[str
     return facts
 
 
+def _parser_table(run_dir: Path) -> Table | str:
+    """The parser's accuracy under the run's own configuration, or why it cannot be computed."""
+    document = _read_json(run_dir / RUN_FILE).get("identity", {}).get("config")
+    if document is None:
+        return f"not computed: {run_dir / RUN_FILE} holds no configuration"
+    try:
+        config = config_from_document(document, f"{run_dir / RUN_FILE} (identity.config)")
+    except ConfigError as err:
+        return f"not computed: the run's configuration does not load with this code ({err})"
+    parser = config.query_node.parser
+    return parser_table(evaluate_parser(QueryParser(parser), training_phrasings()), held_out_accuracy(parser))
+
+
 def _embed(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
@@ -500,13 +578,14 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True) -> tuple[
     sketches = read_sketches(run_dir)
     figures = run_dir / FIGURES
     seed = min(r.seed for r in records)
-    first_seed = [r for r in records if r.seed == seed]
+    first_seed = [r for r in baseline_records(records) if r.seed == seed]  # stress conditions: their tables only
     summary: list[tuple[str, Path]] = []
     for title, make, name in (
         ("Error budget (Fig. 5a)", figure_error_budget, "error_budget.png"),
         ("Success per relation, Wilson 95% intervals", figure_relations, "relations.png"),
         ("Success per scene", figure_scenes, "scenes.png"),
         ("Success by same-category instances (Fig. 3)", figure_instances, "instances.png"),
+        ("Map and memory quality against success per relation", figure_map_quality, "map_quality.png"),
     ):
         made = make(first_seed, figures / name)
         if made is not None:
@@ -523,6 +602,14 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True) -> tuple[
         episodes.append((recs[0], figure))
     tables = all_tables(records, seed)
     facts = _run_facts(run_dir, records)
+    parser = _parser_table(run_dir)
+    if isinstance(parser, Table):
+        tables.append(parser)
+    else:
+        facts.append(("parser accuracy", parser))
+    swept = read_sweep(run_dir)
+    if swept is not None:
+        tables.append(sweep_table(swept))
     md_path = run_dir / REPORT_MD
     html_path = run_dir / REPORT_HTML
     atomic_write_text(md_path, _markdown(run_dir, facts, tables, summary, episodes, by_episode))

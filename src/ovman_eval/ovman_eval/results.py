@@ -1,4 +1,4 @@
-"""The benchmark's results: one record per (episode, arm, seed), one JSON line each, and the run files.
+"""The benchmark's results: one record per (episode, arm, seed, condition), one JSON line each, and the run files.
 
 A :class:`ResultRecord` holds what one arm did on one episode under one run seed: the static gate
 (the predicted point against the answer point, TASK.md §3) and, unless the run is static-only, the
@@ -6,6 +6,9 @@ embodied run (navigation in the live world from the episode's start, the Eq. 4 t
 Both carry the failure class of :mod:`ovman_eval.failures` and the category-only test ("reach any
 instance of the queried category"). ``diagnostics`` holds the map and memory numbers
 (:mod:`ovman_eval.diagnostics`) of the maps the arm read, or None for arms without maps.
+``condition`` is the stress condition the arm saw (``baseline`` unless the run re-rendered the
+episodes under ``--condition low_light|texture``); it is written only when it is not the baseline,
+so the lines of a baseline run are those written before conditions existed, and old files load.
 
 A :class:`EpisodeSketch` is what the per-episode figure draws: both visits' map instances, the
 association, the ground truth and the reachable grid of the evaluated world.
@@ -17,8 +20,9 @@ Files of a run directory ``runs/<stamp>/`` (written by :mod:`ovman_eval.runner`)
 - ``results.partial.jsonl`` / ``sketches.partial.jsonl`` while running: one line appended (and
   fsync'ed) per finished record, so an interrupted run resumes from them; a torn last line is
   dropped on resume;
-- ``results.jsonl`` / ``sketches.jsonl`` at the end: the same lines in a fixed order (dataset order,
-  then arm order, then seed), written atomically; byte-identical whatever the number of workers;
+- ``results.jsonl`` / ``sketches.jsonl`` at the end: the same lines in a fixed order (condition
+  order, then dataset order, then arm order, then seed), written atomically; byte-identical
+  whatever the number of workers;
 - ``timings.json`` and ``finished.json`` (the clean-finish marker), then ``report.md``/``report.html``.
 
 Frames and units: AI2-THOR world frame, metres; points are floor (x, z).
@@ -33,6 +37,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from ovman_eval.episodes import CONDITIONS
 
 FORMAT_VERSION = 1
 """Version of the result line layout; readers reject others."""
@@ -52,6 +58,7 @@ Point = tuple[float, float]
 
 ARM_ORDER: tuple[str, ...] = (
     "two_visit",
+    "two_visit_text",
     "single_visit",
     "oracle_grounding",
     "oracle_positions",
@@ -60,6 +67,12 @@ ARM_ORDER: tuple[str, ...] = (
 )
 """Arms (ovman_query.arms.Arm values) in the order of tables and results files: the agent, the
 single-visit arm, the rungs of the error budget, then the category-only baseline."""
+
+
+BASELINE = "baseline"
+"""The condition of records without a stress condition."""
+CONDITION_ORDER: tuple[str, ...] = CONDITIONS
+"""Conditions (ovman_sim.world.Condition values) in the order of results files: the baseline first."""
 
 
 class ResultsError(ValueError):
@@ -121,8 +134,9 @@ class EmbodiedResult:
 
 @dataclasses.dataclass(frozen=True)
 class ResultRecord:
-    """One (episode, arm, seed): the static gate, the embodied run (None when static-only) and
-    the diagnostics of the maps the arm used (None for arms without maps).
+    """One (episode, arm, seed, condition): the static gate, the embodied run (None when
+    static-only) and the diagnostics of the maps the arm used (None for arms without maps), under
+    the stress ``condition`` (``baseline``: the recordings as they are).
 
     The episode is described for tables and figures: its recorded group, scene, relation,
     category, the number of instances of the category in W1 ∪ W2, the query phrase, the answer
@@ -147,10 +161,11 @@ class ResultRecord:
     static: StaticResult
     embodied: EmbodiedResult | None
     diagnostics: dict[str, Any] | None
+    condition: str = BASELINE
 
     @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.episode_id, self.arm, self.seed)
+    def key(self) -> tuple[str, str, int, str]:
+        return (self.episode_id, self.arm, self.seed, self.condition)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,8 +235,12 @@ def _plain(value: Any) -> Any:
 
 
 def to_json_line(value: ResultRecord | EpisodeSketch) -> str:
-    """One line of JSON (no newline): sorted keys, compact, floats rounded; deterministic bytes."""
-    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """One line of JSON (no newline): sorted keys, compact, floats rounded; deterministic bytes.
+    A record's ``condition`` is left out when it is the baseline (see the module docstring)."""
+    document = _plain(value)
+    if isinstance(value, ResultRecord) and value.condition == BASELINE:
+        del document["condition"]
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def _point(value: Any) -> Point | None:
@@ -288,11 +307,18 @@ def record_from_dict(doc: dict[str, Any]) -> ResultRecord:
             static=_static_from(doc["static"]),
             embodied=_embodied_from(doc["embodied"]),
             diagnostics=doc["diagnostics"],
+            condition=_condition_from(doc.get("condition", BASELINE)),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise ResultsError(
             f"result line of episode {doc.get('episode_id', '?')!r}: bad or missing field: {err}"
         ) from err
+
+
+def _condition_from(value: Any) -> str:
+    if value not in CONDITION_ORDER:
+        raise ValueError(f"condition {value!r} is not one of {', '.join(CONDITION_ORDER)}")
+    return str(value)
 
 
 def _instance_from(doc: dict[str, Any]) -> SketchInstance:
@@ -399,13 +425,34 @@ class LineAppender:
         self._stream.close()
 
 
-def sort_key(record: ResultRecord, episode_order: dict[str, int], arm_order: Sequence[str]) -> tuple[int, int, int]:
-    """The fixed order of ``results.jsonl``: dataset order, then arm order, then seed."""
-    return (episode_order[record.episode_id], list(arm_order).index(record.arm), record.seed)
+def sort_key(
+    record: ResultRecord, episode_order: dict[str, int], arm_order: Sequence[str]
+) -> tuple[int, int, int, int]:
+    """The fixed order of ``results.jsonl``: condition order, dataset order, arm order, then seed."""
+    return (
+        CONDITION_ORDER.index(record.condition),
+        episode_order[record.episode_id],
+        list(arm_order).index(record.arm),
+        record.seed,
+    )
+
+
+def baseline_records(records: Iterable[ResultRecord]) -> list[ResultRecord]:
+    """The records of the reference condition, for every table but the stress comparison: those of
+    the baseline, or, in a run without any (a dataset recorded under one condition), those of the
+    first condition present (in :data:`CONDITION_ORDER`)."""
+    records = list(records)
+    present = {r.condition for r in records}
+    if not present or BASELINE in present:
+        return [r for r in records if r.condition == BASELINE]
+    first = next(c for c in CONDITION_ORDER if c in present)
+    return [r for r in records if r.condition == first]
 
 
 __all__ = [
     "ARM_ORDER",
+    "BASELINE",
+    "CONDITION_ORDER",
     "FINISHED",
     "FORMAT_VERSION",
     "PARTIAL_RESULTS",
@@ -422,6 +469,7 @@ __all__ = [
     "SketchInstance",
     "SketchPair",
     "StaticResult",
+    "baseline_records",
     "read_json_lines",
     "read_results",
     "read_sketches",

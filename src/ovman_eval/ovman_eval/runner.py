@@ -20,16 +20,25 @@ For each recorded group of a dataset (an episode, or the episodes of one multi-c
    An arm that abstains never moves and fails. The given-answer arm navigates exactly as the
    certification oracle did.
 
-Arms: ``two_visit``, ``single_visit`` (a seeded uniform pick among the visit-2 grounded instances;
+Arms: ``two_visit``, ``two_visit_text`` (the same agent given the query's text, so the relation
+is inferred by the parser), ``single_visit`` (a seeded uniform pick among the visit-2 grounded instances;
 its seed comes from ``query_node.seed``, the run seed and the episode id), ``oracle_grounding``,
 ``oracle_positions``, ``given_answer`` and the ``category_only`` baseline (:mod:`ovman_query.arms`).
-The agent is given the category and the relation (the paper's default). Run seeds reseed the
-agents' stochastic choices, not the simulator: the mover always restarts with the episode's seed.
+The agent is given the category and the relation (the paper's default) except in two_visit_text.
+Run seeds reseed the agents' stochastic choices, not the simulator: the mover always restarts with
+the episode's seed.
+
+Stress conditions (``conditions``, e.g. ``("low_light",)``): the baseline episodes are also
+evaluated under each condition on the same episodes, every arm and seed. The recorded tours are
+re-rendered under the condition (:mod:`ovman_eval.condition_frames`; same world, changes and poses,
+the condition's seed derived from the episode's seed and its name), mapped into their own cache
+entries, and the embodied run renders under the condition too. Work units are (group, condition);
+records carry their condition, and the stress comparison is :mod:`ovman_eval.stress`.
 
 Run directory ``runs/<stamp>/`` (file layout in :mod:`ovman_eval.results`): results are appended
 one line at a time with fsync and sorted into their final file at the end, so a rerun of the same
 command (same dataset, configuration, code revision, arms, seeds) resumes the unfinished run and
-does only the missing work. ``workers`` processes share the work by group; every result depends
+does only the missing work. ``workers`` processes share the work by unit; every result depends
 only on its episode, so any number of workers writes the same bytes.
 
 Frames: AI2-THOR world (metres; floor (x, z)).
@@ -60,12 +69,21 @@ from ovman_core.relations import Relation
 from ovman_core.success import embodied_success, spl, static_success
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_eval.answers import Answer
+from ovman_eval.condition_frames import (
+    ConditionSensor,
+    StressCondition,
+    recording_sim_config,
+    render_fingerprint,
+    stress_condition,
+)
 from ovman_eval.dataset import EPISODES, DatasetError, atomic_write_text, code_revision, read_episodes
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.failures import EpisodeOutcome, Gate, PartitionRadii, classify_failure, other_instance_footprints
 from ovman_eval.map_cache import CacheKeys, GroupMaps, MapCache, PhraseByPhraseEncoder, build_group_maps
 from ovman_eval.results import (
     ARM_ORDER,
+    BASELINE,
+    CONDITION_ORDER,
     FINISHED,
     FORMAT_VERSION,
     PARTIAL_RESULTS,
@@ -100,7 +118,7 @@ from ovman_query.decisions import Prediction
 from ovman_sim.session import make_world
 from ovman_sim.world import Action, ActionResult, Condition, World
 
-MAP_ARMS = {Arm.TWO_VISIT, Arm.ORACLE_GROUNDING}
+MAP_ARMS = {Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.ORACLE_GROUNDING}
 """Arms that read both maps and the agent's association (their diagnostics include memory)."""
 VISIT2_ARMS = {Arm.SINGLE_VISIT, Arm.CATEGORY_ONLY}
 """Arms that read only the visit-2 map."""
@@ -123,12 +141,15 @@ class BenchmarkError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkRequest:
-    """What to run: ``arms`` × ``seeds`` on every episode of ``dataset``; embodied unless ``static_only``."""
+    """What to run: ``arms`` × ``seeds`` on every episode of ``dataset``; embodied unless
+    ``static_only``; also under each stress condition in ``conditions`` (``low_light``,
+    ``texture``), compared with the baseline on the same episodes."""
 
     dataset: Path
     arms: tuple[Arm, ...]
     seeds: tuple[int, ...]
     static_only: bool = False
+    conditions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
@@ -136,14 +157,29 @@ class BenchmarkRequest:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds) or any(s < 0 for s in self.seeds):
             raise BenchmarkError(f"seeds must be distinct non-negative integers, got {list(self.seeds)}")
         object.__setattr__(self, "arms", tuple(sorted(self.arms, key=lambda a: ARM_ORDER.index(a.value))))
+        object.__setattr__(self, "conditions", parse_conditions(self.conditions))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "dataset": str(self.dataset),
             "arms": [a.value for a in self.arms],
             "seeds": list(self.seeds),
             "static_only": self.static_only,
         }
+        if self.conditions:  # absent for baseline runs: their identity is what it was before conditions
+            document["conditions"] = list(self.conditions)
+        return document
+
+
+def parse_conditions(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Stress conditions from a comma-separated string or names, in :data:`CONDITION_ORDER`
+    (``baseline`` is always run and may be named; repeats are dropped)."""
+    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
+    stress = [c for c in CONDITION_ORDER if c != BASELINE]
+    for name in names:
+        if name not in CONDITION_ORDER:
+            raise BenchmarkError(f"unknown condition {name!r}; expected one of {', '.join(stress)}")
+    return tuple(c for c in stress if c in names)
 
 
 def parse_arms(text: str | Sequence[str]) -> tuple[Arm, ...]:
@@ -191,18 +227,26 @@ def configured_for(config: OvmanConfig, records: Sequence[EpisodeRecord]) -> Ovm
 
 @dataclasses.dataclass(frozen=True)
 class WorkUnit:
-    """A recorded group: its episodes (dataset order), the (episode, arm, seed) keys still to run,
-    and whether its sketch is still missing."""
+    """A recorded group under one condition: its episodes (dataset order), the (episode, arm, seed)
+    keys still to run, whether its sketch is still missing, and the stress ``condition`` (None: the
+    recordings as they are)."""
 
     group_id: str
     episode_ids: tuple[str, ...]
     pending: tuple[tuple[str, str, int], ...]
     need_sketch: bool
+    condition: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The group, and its condition when there is one (progress lines)."""
+        return self.group_id if self.condition is None else f"{self.group_id} ({self.condition})"
 
 
 @dataclasses.dataclass
 class UnitOutcome:
-    """What one unit produced, and its cost split (:data:`TIMING_KEYS`)."""
+    """What one unit produced, and its cost split (:data:`TIMING_KEYS`). ``group_id``: the unit's
+    :attr:`WorkUnit.label` (the group, and its condition when there is one)."""
 
     group_id: str
     records: list[ResultRecord]
@@ -346,6 +390,8 @@ class GroupEvaluator:
         self.nav = NavSettings.from_config(self.config)
         self.radii = PartitionRadii.from_task(self.config.task)
         self._world: World | None = None
+        self._render_sim: SimConfig | None = None
+        self._render_world: World | None = None
 
     @property
     def world(self) -> World:
@@ -353,37 +399,76 @@ class GroupEvaluator:
             self._world = self.world_factory(self.config.sim_node)
         return self._world
 
+    @property
+    def render_sim(self) -> SimConfig:
+        """The simulator configuration stress conditions re-render the recordings with
+        (:func:`ovman_eval.condition_frames.recording_sim_config`)."""
+        if self._render_sim is None:
+            self._render_sim = recording_sim_config(self.dataset, self.config)
+        return self._render_sim
+
+    @property
+    def render_world(self) -> World:
+        """The world that re-renders recordings: the live world when it renders alike, else its own."""
+        if self.render_sim == self.config.sim_node:
+            return self.world
+        if self._render_world is None:
+            self._render_world = self.world_factory(self.render_sim)
+        return self._render_world
+
     def close(self) -> None:
-        if self._world is not None:
-            self._world.close()
-            self._world = None
+        for world in (self._world, self._render_world):
+            if world is not None:
+                world.close()
+        self._world = self._render_world = None
 
     # ------------------------------------------------------------------ maps
 
-    def group_maps(self, records: Sequence[EpisodeRecord], timings: dict[str, float]) -> GroupMaps:
-        """The group's maps from the cache, or built from the recordings and cached."""
+    def group_maps(
+        self, records: Sequence[EpisodeRecord], timings: dict[str, float], condition: StressCondition | None = None
+    ) -> GroupMaps:
+        """The group's maps from the cache, or built from the recordings (re-rendered under
+        ``condition`` when given) and cached."""
         clock = time.perf_counter()
         if self._keys is None:
             self._keys = CacheKeys(self.config, self.encoder.description, self.dataset_digest)
-        key = self._keys.of(self.dataset, records[0])
+        first = records[0]
+        rendering = None
+        if condition is not None:
+            rendering = {
+                "name": condition.name,
+                "seed": condition.seed,
+                "sim": dataclasses.asdict(self.render_sim),
+                "code": render_fingerprint(),
+            }
+        key = self._keys.of(self.dataset, first, rendering)
         entry = self.cache.get(key)
         if entry is not None:
             self.encoder.known.update(entry.phrases)
             timings["maps_load_s"] += time.perf_counter() - clock
         else:
+            sensor = None
+            if condition is not None:
+                where = f"{self.dataset / first.recordings.visit1} (and visit 2) under {condition.name}"
+                sensor = ConditionSensor(self.render_world, first.scene.name, condition, where)
             phrases = [r.query.noun_phrase for r in records]
-            entry = build_group_maps(self.dataset, records[0], phrases, self.config, self.encoder)
+            entry = build_group_maps(self.dataset, first, phrases, self.config, self.encoder, sensor)
             self.cache.put(key, entry)
             timings["maps_build_s"] += time.perf_counter() - clock
         self.agent.remember(entry)
         return entry
+
+    def stress_condition(self, record: EpisodeRecord, condition: str | None) -> StressCondition | None:
+        """The stress condition of ``record``'s group (its seed from the episode's seed), or None."""
+        return None if condition is None else stress_condition(condition, record.seeds.episode)
 
     # ------------------------------------------------------------------ the unit
 
     def evaluate(self, unit: WorkUnit) -> UnitOutcome:
         timings = dict.fromkeys(TIMING_KEYS, 0.0)
         records = [self.records[e] for e in unit.episode_ids]
-        maps = self.group_maps(records, timings)
+        condition = self.stress_condition(records[0], unit.condition)
+        maps = self.group_maps(records, timings, condition)
         out: list[ResultRecord] = []
         reachable: tuple[Vec2, ...] = ()
         for episode_id, arm_name, seed in unit.pending:
@@ -396,26 +481,29 @@ class GroupEvaluator:
             timings["static_s"] += clock2 - clock
             embodied = None
             if not self.static_only:
-                embodied = self.embodied_result(arm, record, maps, prediction)
+                embodied = self.embodied_result(arm, record, maps, prediction, condition)
                 timings["embodied_s"] += time.perf_counter() - clock2
-            out.append(self.result_record(record, arm, seed, static, embodied, maps))
+            out.append(self.result_record(record, arm, seed, static, embodied, maps, unit.condition))
         sketch = None
-        if unit.need_sketch:
+        if unit.need_sketch and condition is None:
             clock = time.perf_counter()
             if not self.static_only:
                 reachable = self.reachable_of(records[0], maps)
             sketch = self.sketch(records[0], maps, reachable)
             timings["sketch_s"] += time.perf_counter() - clock
-        return UnitOutcome(unit.group_id, out, sketch, timings)
+        return UnitOutcome(unit.label, out, sketch, timings)
 
     # ------------------------------------------------------------------ static gate
 
     def predict(self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, seed: int) -> Prediction:
-        """The arm's answer (the agent is given the category and the relation)."""
+        """The arm's answer: the agent is given the category and the relation, except two_visit_text,
+        which is given the query's text."""
         query = query_of(record.query.noun_phrase, record.query.relation, record.query.category)
         agent = self.agent
         if arm is Arm.TWO_VISIT:
             return arm_functions.two_visit(agent, maps.map1, maps.map2, query)
+        if arm is Arm.TWO_VISIT_TEXT:
+            return arm_functions.two_visit_text(agent, maps.map1, maps.map2, record.query.phrase, query.relation)
         if arm is Arm.SINGLE_VISIT:
             return arm_functions.single_visit(
                 agent, maps.map2, query, pick_seed(self.config, seed, record.episode_id), record.answer.point
@@ -455,10 +543,14 @@ class GroupEvaluator:
 
     # ------------------------------------------------------------------ embodied run
 
-    def reset_world(self, record: EpisodeRecord, maps: GroupMaps) -> World:
-        """The evaluated world: visit-2's last frame, the start pose, the recording's condition, the mover."""
+    def reset_world(self, record: EpisodeRecord, maps: GroupMaps, condition: StressCondition | None = None) -> World:
+        """The evaluated world: visit-2's last frame, the start pose, the recording's condition (or
+        the stress ``condition``), the mover."""
         world = self.world
-        world.set_condition(Condition(record.scene.condition), record.scene.condition_seed)
+        if condition is None:
+            world.set_condition(Condition(record.scene.condition), record.scene.condition_seed)
+        else:
+            world.set_condition(Condition(condition.name), condition.seed)
         world.reset(record.scene.name, maps.truth.visit2_end, record.start_pose)
         if record.moving_id is not None:
             assert record.seeds.navigation_mover is not None
@@ -540,10 +632,15 @@ class GroupEvaluator:
         return target, lambda: tracker.observe(world.observe()), tracker
 
     def embodied_result(
-        self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, prediction: Prediction
+        self,
+        arm: Arm,
+        record: EpisodeRecord,
+        maps: GroupMaps,
+        prediction: Prediction,
+        condition: StressCondition | None = None,
     ) -> EmbodiedResult:
         task = self.config.task
-        world = self.reset_world(record, maps)
+        world = self.reset_world(record, maps, condition)
         start = record.start_pose.floor
         try:
             grid = grid_from_reachable(world.reachable_positions(), self.nav.resolution)
@@ -589,7 +686,9 @@ class GroupEvaluator:
         static: StaticResult,
         embodied: EmbodiedResult | None,
         maps: GroupMaps,
+        condition: str | None = None,
     ) -> ResultRecord:
+        """The record of one (episode, arm, seed) under the stress ``condition`` (None: the recording's own)."""
         if arm in MAP_ARMS:
             diagnostics: dict[str, Any] | None = dict(maps.diagnostics)
         elif arm in VISIT2_ARMS:
@@ -615,6 +714,7 @@ class GroupEvaluator:
             static=static,
             embodied=embodied,
             diagnostics=diagnostics,
+            condition=record.scene.condition if condition is None else condition,
         )
 
     def sketch(self, record: EpisodeRecord, maps: GroupMaps, reachable: Sequence[Vec2]) -> EpisodeSketch:
@@ -652,7 +752,8 @@ class GroupEvaluator:
 
 @dataclasses.dataclass(frozen=True)
 class RunProgress:
-    """Units (groups) ``done`` of ``total`` (``resumed`` of them finished by an earlier invocation)."""
+    """Units (groups, times conditions) ``done`` of ``total`` (``resumed`` of them finished by an
+    earlier invocation); ``last``: the unit just finished."""
 
     done: int
     total: int
@@ -766,6 +867,12 @@ def run_benchmark(
     if not records:
         raise BenchmarkError(f"{dataset}: the dataset holds no episodes")
     config = configured_for(config, records)
+    recorded = sorted({r.scene.condition for r in records} - {BASELINE})
+    if request.conditions and recorded:
+        raise BenchmarkError(
+            f"{dataset}: stress conditions are re-rendered from baseline recordings, but this dataset was recorded "
+            f"under {', '.join(recorded)}; run --condition on a dataset generated without --condition"
+        )
     digest = dataset_hash(dataset)
     encoder = PhraseByPhraseEncoder(config).description
     identity = _identity(request, config, digest, code_revision(), encoder)
@@ -779,8 +886,8 @@ def run_benchmark(
     seen = {r.key for r in previous.records}
     sketched = set(previous.sketches)
     units = _plan_units(records, request, seen, sketched)
-    total_groups = len({r.group_id for r in records})
-    resumed = total_groups - len(units)
+    total_units = len({r.group_id for r in records}) * (1 + len(request.conditions))
+    resumed = total_units - len(units)
     results_out = LineAppender(run_dir / PARTIAL_RESULTS)
     sketches_out = LineAppender(run_dir / PARTIAL_SKETCHES)
     timings = dict.fromkeys(TIMING_KEYS, 0.0)
@@ -797,7 +904,7 @@ def run_benchmark(
         done += 1
         _write_timings(run_dir, timings, time.monotonic() - started + previous.wall_s, complete=False)
         if progress is not None:
-            progress(RunProgress(done, total_groups, resumed, time.monotonic() - started, outcome.group_id))
+            progress(RunProgress(done, total_units, resumed, time.monotonic() - started, outcome.group_id))
 
     try:
         if workers == 1 or len(units) <= 1:
@@ -888,7 +995,7 @@ def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
             wall = float(stored_timings.get("wall_s", 0.0))
         except (OSError, json.JSONDecodeError, ValueError, AttributeError):
             timings, wall = {}, 0.0
-    unique: dict[tuple[str, str, int], ResultRecord] = {}
+    unique: dict[tuple[str, str, int, str], ResultRecord] = {}
     for record in records:
         unique.setdefault(record.key, record)
     return _Previous(list(unique.values()), {s.group_id: s for s in sketches}, timings, wall)
@@ -897,25 +1004,40 @@ def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
 def _plan_units(
     records: Sequence[EpisodeRecord],
     request: BenchmarkRequest,
-    seen: set[tuple[str, str, int]],
+    seen: set[tuple[str, str, int, str]],
     sketched: set[str],
 ) -> list[WorkUnit]:
+    """The work still to do: per group, the recordings as they are (and the group's sketch), then
+    each stress condition of the request; ``seen`` holds the keys of the records already written."""
     groups: dict[str, list[EpisodeRecord]] = {}
     for record in records:
         groups.setdefault(record.group_id, []).append(record)
     units = []
     for group_id, members in groups.items():
-        pending = tuple(
-            (r.episode_id, arm.value, seed)
-            for r in members
-            for arm in request.arms
-            for seed in request.seeds
-            if (r.episode_id, arm.value, seed) not in seen
-        )
-        need_sketch = group_id not in sketched
-        if pending or need_sketch:
-            units.append(WorkUnit(group_id, tuple(r.episode_id for r in members), pending, need_sketch))
+        for condition in (None, *request.conditions):
+            pending = tuple(
+                (r.episode_id, arm.value, seed)
+                for r in members
+                for arm in request.arms
+                for seed in request.seeds
+                if (r.episode_id, arm.value, seed, r.scene.condition if condition is None else condition) not in seen
+            )
+            need_sketch = condition is None and group_id not in sketched
+            if pending or need_sketch:
+                episodes = tuple(r.episode_id for r in members)
+                units.append(WorkUnit(group_id, episodes, pending, need_sketch, condition))
     return units
+
+
+def _expected_keys(records: Sequence[EpisodeRecord], request: BenchmarkRequest) -> set[tuple[str, str, int, str]]:
+    """The keys of every record a finished run holds."""
+    return {
+        (r.episode_id, a.value, s, c)
+        for r in records
+        for c in (r.scene.condition, *request.conditions)
+        for a in request.arms
+        for s in request.seeds
+    }
 
 
 def _write_timings(run_dir: Path, timings: dict[str, float], wall: float, complete: bool, workers: int = 0) -> None:
@@ -939,11 +1061,11 @@ def _finish(
     workers: int,
 ) -> RunSummary:
     """Sort the partial files into the final ones, check completeness, write the marker."""
-    results: dict[tuple[str, str, int], ResultRecord] = {}
+    results: dict[tuple[str, str, int, str], ResultRecord] = {}
     for doc in read_json_lines(run_dir / PARTIAL_RESULTS, tolerate_torn_tail=True):
         record = record_from_dict(doc)
         results.setdefault(record.key, record)
-    expected = {(r.episode_id, a.value, s) for r in records for a in request.arms for s in request.seeds}
+    expected = _expected_keys(records, request)
     missing = sorted(expected - set(results))
     if missing:
         raise BenchmarkError(f"{run_dir}: {len(missing)} results missing after the run (first {missing[0]}); rerun")
@@ -1009,6 +1131,7 @@ __all__ = [
     "WorkUnit",
     "evaluate_episode",
     "parse_arms",
+    "parse_conditions",
     "pick_seed",
     "run_benchmark",
 ]

@@ -20,7 +20,10 @@ the paper's (TASK.md §6-8):
   Poisson–binomial tail, overall and per relation (Holm over relations);
 - :func:`per_scene_table`, :func:`by_instances_table` (Fig. 3: 2, 3, 4+ same-category instances);
 - :func:`pairwise_table`: wins:losses with the exact McNemar p for every pair of arms;
-- :func:`seeds_table`: overall success per run seed;
+- :func:`seeds_table`: overall success per run seed, and its range; :func:`margin_table`: the
+  memory margin (two-visit minus single-visit) per seed, its range and whether its sign changes;
+- :func:`text_query_table`: the relation supplied versus inferred from the query's text;
+  :func:`parser_table`: the parser's accuracy on its training and held-out phrasings;
 - :func:`map_table`, :func:`memory_table`: the map and memory diagnostics (AEC, PA, TBS per visit;
   SIR and change-kind precision/recall per arm).
 
@@ -36,11 +39,14 @@ import html
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
+from statistics import stdev
 
 from ovman_core.relations import Relation
 from ovman_eval.failures import FailureClass
-from ovman_eval.results import ARM_ORDER, ResultRecord
+from ovman_eval.results import ARM_ORDER, ResultRecord, baseline_records
 from ovman_eval.stats import holm, mcnemar_exact, poisson_binomial_sf, wilson_interval
+from ovman_query.arms import PARSE_FAILED
+from ovman_query.parser import ParserReport
 
 STATIC = "static"
 EMBODIED = "embodied"
@@ -152,10 +158,12 @@ def fmt_num(value: float | None, digits: int = 3) -> str:
 
 
 class Outcomes:
-    """The records of one run seed, indexed by arm and episode; checks that arms are paired."""
+    """The records of one run seed, indexed by arm and episode; checks that arms are paired.
+    Only the baseline condition's records count (:func:`ovman_eval.results.baseline_records`);
+    stress conditions are compared in :mod:`ovman_eval.stress`."""
 
     def __init__(self, records: Iterable[ResultRecord], seed: int | None = None) -> None:
-        records = list(records)
+        records = baseline_records(records)
         if not records:
             raise TableError("no result records to tabulate")
         seeds = sorted({r.seed for r in records})
@@ -609,7 +617,8 @@ def by_instances_table(records: Iterable[ResultRecord], gate: str = STATIC, seed
 
 
 def seeds_table(records: Iterable[ResultRecord]) -> Table | None:
-    """Overall success per run seed and arm (None with one seed)."""
+    """Overall success per run seed and arm, and its spread over the seeds: the range (max − min)
+    and the sample standard deviation of the success rate (None with one seed)."""
     records = list(records)
     seeds = sorted({r.seed for r in records})
     if len(seeds) < 2:
@@ -619,14 +628,107 @@ def seeds_table(records: Iterable[ResultRecord]) -> Table | None:
     header = ["arm"]
     gates = _gates(per_seed[seeds[0]])
     for gate in gates:
-        header += [f"seed {s} ({gate})" for s in seeds]
+        header += [*(f"seed {s} ({gate})" for s in seeds), f"range ({gate})", f"sd ({gate})"]
     rows = []
     for arm in arms:
         row = [arm]
         for gate in gates:
-            row += [fmt_rate(*per_seed[s].count(arm, gate)) for s in seeds]
+            counts = [per_seed[s].count(arm, gate) for s in seeds]
+            rates = [k / n for k, n in counts]
+            row += [*(fmt_rate(k, n) for k, n in counts), f"{max(rates) - min(rates):.3f}", f"{stdev(rates):.3f}"]
         rows.append(tuple(row))
-    return Table("seeds", "Success per run seed", tuple(header), tuple(rows))
+    notes = ("Run seeds reseed the agents' stochastic choices (the single-visit pick); deterministic arms agree.",)
+    return Table("seeds", "Success per run seed", tuple(header), tuple(rows), notes)
+
+
+def _range(values: Sequence[float]) -> str:
+    return f"{min(values):+.3f} … {max(values):+.3f}"
+
+
+def sign_verdict(values: Sequence[float]) -> str:
+    """Whether a set of margins keeps one sign: positive, negative, reaches zero, or changes sign."""
+    if min(values) > 0:
+        return "positive throughout"
+    if max(values) < 0:
+        return "negative throughout"
+    return "sign changes" if min(values) < 0 < max(values) else "reaches zero"
+
+
+def margin_table(records: Iterable[ResultRecord]) -> Table | None:
+    """The memory margin per run seed (TASK.md §7; the paper's §III-C validity check): two-visit
+    success minus single-visit success, static (its expected success: the mean of its exact
+    per-episode probabilities) and embodied (its seeded pick), with the range over the seeds and
+    whether the sign ever changes. None without both arms."""
+    records = list(records)
+    seeds = sorted({r.seed for r in records})
+    per_seed = {s: Outcomes(records, s) for s in seeds}
+    first = per_seed[seeds[0]]
+    if "two_visit" not in first.arms or "single_visit" not in first.arms:
+        return None
+    margins: dict[str, list[float]] = {gate: [] for gate in _gates(first)}
+    rows = []
+    for s, o in per_seed.items():
+        n = len(o.episodes)
+        probs = o.probabilities("single_visit")
+        static_single = sum(probs) / n if probs is not None else o.count("single_visit", STATIC)[0] / n
+        row = [str(s)]
+        for gate in margins:
+            two = o.count("two_visit", gate)[0] / n
+            single = static_single if gate == STATIC else o.count("single_visit", gate)[0] / n
+            margins[gate].append(two - single)
+            row.append(f"{two - single:+.3f} ({two:.3f} − {single:.3f})")
+        rows.append(tuple(row))
+    summary = ["range"]
+    for values in margins.values():
+        summary.append(f"{_range(values)} ({sign_verdict(values)})")
+    rows.append(tuple(summary))
+    notes = (
+        "Margin = two_visit success − single_visit success on the same episodes; static: the single-visit "
+        "arm's expected success (exact); embodied: its seeded pick. Run seeds reseed the agents' stochastic "
+        "choices only.",
+    )
+    header = ("seed", *(f"{gate} margin" for gate in margins))
+    return Table("margin", "Memory margin per run seed", header, tuple(rows), notes)
+
+
+def text_query_table(records: Iterable[ResultRecord], seed: int | None = None) -> Table | None:
+    """The relation supplied versus inferred from the query's text: two_visit (given category and
+    relation) against two_visit_text (given the text; a parse failure abstains), per gate, with
+    wins:losses and the exact McNemar p. None without both arms."""
+    o = Outcomes(records, seed)
+    if "two_visit" not in o.arms or "two_visit_text" not in o.arms:
+        return None
+    rows = []
+    for gate in _gates(o):
+        wins, losses, p = _mcnemar(o, "two_visit", "two_visit_text", gate, o.episodes)
+        supplied, inferred = fmt_ci(*o.count("two_visit", gate)), fmt_ci(*o.count("two_visit_text", gate))
+        rows.append((gate, supplied, inferred, f"{wins}:{losses}", fmt_p(p)))
+    failed = sum(o.by_arm["two_visit_text"][e].static.explanation.startswith(PARSE_FAILED) for e in o.episodes)
+    notes = (
+        f"{failed} of {len(o.episodes)} query texts failed to parse (counted as failures, never a default).",
+        _seed_note(o),
+    )
+    header = ("gate", "relation supplied (two_visit)", "inferred from text (two_visit_text)", "wins:losses", "p")
+    return Table("text_queries", "Relation supplied versus inferred from text", header, tuple(rows), notes)
+
+
+def parser_table(training: ParserReport, held_out: ParserReport) -> Table:
+    """The query parser on its training phrasings and on the held-out phrasings it never learned
+    from: a text counts when both its category and its relation are right."""
+    rows = []
+    for label, report in (("training phrasings", training), ("held-out phrasings", held_out)):
+        rows.append(
+            (
+                label,
+                fmt_ci(report.correct, report.total),
+                fmt_rate(report.relation_correct, report.total),
+                fmt_rate(report.category_correct, report.total),
+                str(report.failures),
+            )
+        )
+    notes = ("Every phrasing filled with every surface name of every category (ovman_query.surface_forms).",)
+    header = ("phrasings", "accuracy [95% CI]", "relation right", "category right", "parse failures")
+    return Table("parser", "Query parser accuracy", header, tuple(rows), notes)
 
 
 # ---- map and memory --------------------------------------------------------------------------------
@@ -707,7 +809,11 @@ def memory_table(records: Iterable[ResultRecord], seed: int | None = None) -> Ta
 
 
 def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list[Table]:
-    """Every table that the records support, in report order."""
+    """Every table that the records support, in report order: the baseline condition's records
+    in every table, then the stress conditions against the baseline (:mod:`ovman_eval.stress`)."""
+    from ovman_eval.stress import stress_tables  # stress builds on this module's tables
+
+    conditioned, records = records, baseline_records(records)
     tables: list[Table | None] = [
         headline_table(records, seed),
         static_table(records, seed),
@@ -717,6 +823,7 @@ def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list
         failure_by_arm_table(records, seed),
         anti_shortcut_table(records, seed),
         single_vs_two_table(records, seed),
+        text_query_table(records, seed),
         relation_comparisons_table(records, STATIC, "two_visit", seed),
         relation_comparisons_table(records, EMBODIED, "two_visit", seed),
         pairwise_table(records, STATIC, seed),
@@ -726,7 +833,9 @@ def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list
         by_instances_table(records, STATIC, seed),
         by_instances_table(records, EMBODIED, seed),
         seeds_table(records),
+        margin_table(records),
         map_table(records),
         memory_table(records, seed),
+        *stress_tables(conditioned, seed),
     ]
     return [t for t in tables if t is not None]

@@ -2,7 +2,8 @@
 
 | arm | inputs |
 |---|---|
-| two_visit | both maps (the reference agent) |
+| two_visit | both maps (the reference agent), given the category and the relation |
+| two_visit_text | both maps, given the query's text: the parser infers the noun phrase and relation |
 | single_visit | the visit-2 map only: a seeded pick among the grounded instances, with its success probability |
 | oracle_grounding | both maps, grounded by the segmenter's majority label instead of the encoder |
 | oracle_positions | the ground-truth world states: positions and identities; the decision rules still run |
@@ -14,30 +15,37 @@ Frames: AI2-THOR world (metres); points are floor (x, z).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 
 import numpy as np
 
 from ovman_core.boxes import Vec2, floor_distance
+from ovman_core.relations import Relation
 from ovman_core.world_state import WorldState
 from ovman_mapping.instances import InstanceMap
 from ovman_query.agent import ReferenceAgent, candidates
 from ovman_query.association import STAGE_IDENTITY, Association, MatchedPair
 from ovman_query.decisions import Candidate, ChangeEvidence, Prediction, decide
 from ovman_query.grounding import Grounding, grounding_from_scores
-from ovman_query.parser import Query
+from ovman_query.parser import ParseError, Query
 
 
 class Arm(str, enum.Enum):
     """Arm names as used in config ``benchmark.arms`` and results."""
 
     TWO_VISIT = "two_visit"
+    TWO_VISIT_TEXT = "two_visit_text"
     SINGLE_VISIT = "single_visit"
     ORACLE_GROUNDING = "oracle_grounding"
     ORACLE_POSITIONS = "oracle_positions"
     GIVEN_ANSWER = "given_answer"
     CATEGORY_ONLY = "category_only"
+
+
+PARSE_FAILED = "parse failed"
+"""How the explanation of a two_visit_text abstention on a parse failure begins."""
 
 
 class ArmInputError(ValueError):
@@ -53,6 +61,22 @@ def _category(query: Query, arm: Arm) -> str:
 def two_visit(agent: ReferenceAgent, map1: InstanceMap, map2: InstanceMap, query: Query) -> Prediction:
     """The reference agent."""
     return agent.answer(map1, map2, query)
+
+
+def two_visit_text(
+    agent: ReferenceAgent, map1: InstanceMap, map2: InstanceMap, text: str, asked: Relation
+) -> Prediction:
+    """The reference agent given free text: noun phrase and relation come from the parser.
+
+    A parse failure is a failure, never a default (TASK.md §4): the prediction abstains with the
+    parser's message. ``asked`` (the relation the episode asks about) is only recorded on that
+    abstention, which has no parsed relation; it never informs an answer.
+    """
+    try:
+        query = agent.parse(text)
+    except ParseError as err:
+        return Prediction(None, asked, "", (), 0.0, f"{PARSE_FAILED}: {err}", Arm.TWO_VISIT_TEXT.value)
+    return dataclasses.replace(agent.answer(map1, map2, query), arm=Arm.TWO_VISIT_TEXT.value)
 
 
 def single_visit(

@@ -3,7 +3,8 @@
 :func:`answer_query` checks, in this order, and stops at the first problem:
 
 1. the request: an arm of :class:`ovman_query.arms.Arm` (empty = two_visit) the node can serve;
-   either free text, or a category and a relation, never both → ``INVALID_REQUEST``;
+   either free text, or a category and a relation, never both (two_visit_text: free text only)
+   → ``INVALID_REQUEST``;
 2. free text parses (:class:`ovman_query.parser.QueryParser`) → else ``PARSE_FAILED``;
 3. the maps the arm needs are there, were built with the agent's encoder, and the visit-2 map is
    newer than the visit-1 map (so both belong to one episode) → else ``NO_MAP``;
@@ -41,7 +42,7 @@ from ovman_query.parser import ParseError, Query
 
 GROUND_TRUTH_ARMS = frozenset({Arm.ORACLE_POSITIONS, Arm.GIVEN_ANSWER})
 """Arms that need the episode's ground truth; not served from maps."""
-TWO_MAP_ARMS = frozenset({Arm.TWO_VISIT, Arm.ORACLE_GROUNDING})
+TWO_MAP_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.ORACLE_GROUNDING})
 """Arms that need both visits' maps; the others need the visit-2 map only."""
 
 
@@ -160,10 +161,10 @@ def _run_arm(agent: ReferenceAgent, arm: Arm, map1: InstanceMap | None, map2: In
     if arm in TWO_MAP_ARMS:
         assert map1 is not None
         if not excluded:
-            if arm is Arm.TWO_VISIT:
-                return arms.two_visit(agent, map1, map2, query)
+            if arm is not Arm.ORACLE_GROUNDING:
+                return dataclasses.replace(arms.two_visit(agent, map1, map2, query), arm=arm.value)
             return arms.oracle_grounding(agent, map1, map2, query)
-        if arm is Arm.TWO_VISIT:
+        if arm is not Arm.ORACLE_GROUNDING:
             evidence = agent.evidence(map1, map2, query.noun_phrase)
         else:
             category = query.category or query.noun_phrase
@@ -199,6 +200,8 @@ def answer_query(
     text, category, relation = request.text.strip(), request.category.strip(), request.relation.strip()
     if text and (category or relation):
         return QueryOutcome(Status.INVALID_REQUEST, "give either text or category and relation, not both", arm.value)
+    if arm is Arm.TWO_VISIT_TEXT and not text:
+        return QueryOutcome(Status.INVALID_REQUEST, "arm two_visit_text answers free text: set text", arm.value)
     if text:
         try:
             query = agent.parse(text)
