@@ -28,9 +28,7 @@ run (:mod:`ovman_eval.sweep`, as ``ovman sweep RUN``) so the report includes the
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
-import importlib
 import json
 import sys
 import time
@@ -39,6 +37,7 @@ from pathlib import Path
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, to_document
 from ovman_core.relations import Relation
+from ovman_eval.fingerprint import source_fingerprint
 from ovman_eval.results import ResultRecord, ResultsError
 
 GENERATION_SOURCES = (
@@ -116,15 +115,9 @@ def add(parser: argparse.ArgumentParser) -> object:
     return run
 
 
-@functools.lru_cache(maxsize=1)
 def generation_code_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for package, name in GENERATION_SOURCES:
-        folder = Path(importlib.import_module(package).__file__).parent  # type: ignore[arg-type]
-        for path in sorted(folder.glob("*.py")) if name is None else [folder / name]:
-            digest.update(f"{package}/{path.name}\n".encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+    """sha256 over :data:`GENERATION_SOURCES` (part of the default dataset's key)."""
+    return source_fingerprint(GENERATION_SOURCES)
 
 
 def default_dataset(root: Path, config: OvmanConfig, workers: int, quiet: bool) -> Path:

@@ -25,9 +25,6 @@ Frames: AI2-THOR world (metres; floor (x, z)).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import importlib
 import math
 import zlib
 from pathlib import Path
@@ -37,6 +34,7 @@ import numpy as np
 from ovman_core.config import ConfigError, OvmanConfig, SimConfig, config_from_document
 from ovman_core.world_state import WorldState
 from ovman_eval.dataset import MANIFEST, DatasetError, read_manifest
+from ovman_eval.fingerprint import source_fingerprint
 from ovman_sim.recording import RecordedFrame, RecordingError
 from ovman_sim.world import Condition, Observation, World
 
@@ -64,16 +62,9 @@ def stress_condition(name: str, episode_seed: int) -> StressCondition:
     return StressCondition(name, int(sequence.generate_state(1)[0] >> 1))
 
 
-@functools.lru_cache(maxsize=1)
 def render_fingerprint() -> str:
     """sha256 over the simulator's source and this module (what re-rendered frames depend on)."""
-    digest = hashlib.sha256()
-    for package, name in _RENDER_SOURCES:
-        folder = Path(importlib.import_module(package).__file__).parent  # type: ignore[arg-type]
-        for path in sorted(folder.glob("*.py")) if name is None else [folder / name]:
-            digest.update(f"{package}/{path.name}\n".encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return source_fingerprint(_RENDER_SOURCES)
 
 
 def recording_sim_config(dataset: Path, config: OvmanConfig) -> SimConfig:

@@ -32,7 +32,6 @@ Frames: AI2-THOR world (metres).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import hashlib
 import json
@@ -49,6 +48,7 @@ from ovman_core.config import OvmanConfig, to_document
 from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.diagnostics import diagnose_map, diagnose_visits
 from ovman_eval.episodes import EpisodeRecord
+from ovman_eval.fingerprint import source_fingerprint
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
 from ovman_mapping.instances import Instance, InstanceMap, Sighting
 from ovman_query.association import Association
@@ -200,19 +200,9 @@ def _count_first_last(sightings: tuple[Sighting, ...]) -> tuple[Sighting, ...]:
     return (sightings[0],) * (len(sightings) - 1) + (sightings[-1],)
 
 
-@functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """sha256 over the source files listed in :data:`_KEY_SOURCES`."""
-    import importlib
-
-    digest = hashlib.sha256()
-    for package, name in _KEY_SOURCES:
-        folder = Path(importlib.import_module(package).__file__).parent  # type: ignore[arg-type]
-        files = sorted(folder.glob("*.py")) if name is None else [folder / name]
-        for path in files:
-            digest.update(f"{package}/{path.name}\n".encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return source_fingerprint(_KEY_SOURCES)
 
 
 def _recording_stamp(path: Path) -> dict[str, Any]:
