@@ -12,6 +12,7 @@ from ovman_core.config import load_config, to_document
 from ovman_eval.cli import main
 from ovman_eval.report import REPORT_HTML, REPORT_MD, draw_episode, figure_map_quality, write_report
 from ovman_eval.results import (
+    ARM_ORDER,
     FINISHED,
     RESULTS,
     RUN_FILE,
@@ -28,15 +29,7 @@ from .benchmark_records import RELATIONS, map_summary, memory, record, sketch
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EPISODES = 6
-ARMS = (
-    "two_visit",
-    "two_visit_text",
-    "single_visit",
-    "oracle_grounding",
-    "oracle_positions",
-    "given_answer",
-    "category_only",
-)
+ARMS = ARM_ORDER
 
 
 def run_records() -> list:
