@@ -72,13 +72,30 @@ def test_the_graph_is_five_nodes_each_a_module_with_its_console_script(dataset: 
         assert f"{node.executable} = {node.module}:main" in setup, (node.package, node.executable)
 
 
+def test_with_rviz_sim_node_keeps_real_time_playback_and_the_camera_after_every_action(dataset: Path):
+    config = load_config()
+    watched = {n.name: n for n in graph.benchmark_graph(config, options(dataset, rviz=True))}["sim_node"].parameters
+    assert watched["node.play_period_s"] == config.sim_node.node.play_period_s > 0.0
+    assert watched["node.act_camera"] is config.sim_node.node.act_camera is True
+    assert watched["node.qos_depth"] == config.sim_node.node.qos_depth
+    arguments = {a.name: a.default for a in graph.LAUNCH_ARGUMENTS} | {"dataset": str(dataset), "rviz": "true"}
+    assert graph.BenchmarkOptions.from_arguments(arguments, config).rviz is True
+
+
 def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_inputs(dataset: Path):
     config = load_config()
     run = options(dataset, arms=("two_visit", "given_answer"), seeds=(3, 4), output="out", static_only=True)
     nodes = {n.name: n for n in graph.benchmark_graph(config, run)}
     wiring = {
-        "sim_node": {"node.scene": "", "node.recording": ""},
-        "mapping_node": {"node.start_visit": 0},
+        # Nobody watches: unpaced playback (a window of mapping_node's depth), the camera on demand.
+        "sim_node": {
+            "node.scene": "",
+            "node.recording": "",
+            "node.play_period_s": 0.0,
+            "node.act_camera": False,
+            "node.qos_depth": config.mapping_node.node.qos_depth,
+        },
+        "mapping_node": {"node.start_visit": 0, "node.sync_max_pending": config.mapping_node.node.qos_depth},
         "query_node": {},
         "nav_node": {"navigation.scene": ""},
     }

@@ -220,7 +220,8 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
             env.setenv(name, "1")
         env.delenv("ROS_STATIC_PEERS", raising=False)
         processes = [
-            Process("sim_node", "ovman_sim.sim_node", [], directory),
+            # Unpaced playback: sim_node publishes as fast as its acknowledgement window lets it.
+            Process("sim_node", "ovman_sim.sim_node", ["node.play_period_s:=0.0", "node.qos_depth:=4"], directory),
             Process("mapping_node", "ovman_mapping.mapping_node", [], directory),
             Process("query_node", "ovman_query.query_node", [], directory),
         ]

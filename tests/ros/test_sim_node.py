@@ -23,6 +23,8 @@ try:
     import rclpy
     from geometry_msgs.msg import PoseStamped
     from nav_msgs.msg import OccupancyGrid, Odometry
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from rosgraph_msgs.msg import Clock
@@ -49,7 +51,7 @@ SCENE = "embedded-3"
 # The node starts a numba-compiled renderer and discovery has multi-second tails (notes): be generous.
 START_TIMEOUT_S = 60.0
 CALL_TIMEOUT_S = 30.0
-SERVICES = {"load_visit": LoadVisit, "act": Act, "play_tour": PlayTour}
+SERVICES = {"load_visit": LoadVisit, "act": Act, "play_tour": PlayTour, "set_parameters": SetParameters}
 BUNDLE_TOPICS = {
     bundle.RGB_TOPIC: Image,
     bundle.DEPTH_TOPIC: Image,
@@ -66,13 +68,21 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability
 FRAMES_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
+SIM_PARAMETERS = [f"node.scene:={SCENE}", "tour.max_waypoints:=2", "node.play_period_s:=0.0"]
+"""The embedded scene loaded, short tours, no playback pauses."""
+
+
 @pytest.fixture
-def sim_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[NodeProcess]:
-    """sim_node with the embedded scene loaded, short tours and no playback pauses."""
+def sim_parameters() -> list[str]:
+    return SIM_PARAMETERS
+
+
+@pytest.fixture
+def sim_node(ros_env: dict[str, str], tmp_path: Path, sim_parameters: list[str]) -> Iterator[NodeProcess]:
+    """sim_node started with ``sim_parameters``."""
     log_path = tmp_path / "sim_node.log"
-    parameters = [f"node.scene:={SCENE}", "tour.max_waypoints:=2", "node.play_period_s:=0.0"]
     command = [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args"]
-    for parameter in parameters:
+    for parameter in sim_parameters:
         command += ["-p", parameter]
     node = NodeProcess(command, log_path, "sim_node")
     try:
@@ -250,3 +260,45 @@ def test_play_tour_publishes_every_frame_records_it_and_replays_the_recording(pr
 
     missing = probe.call("load_visit", LoadVisit.Request(recording=str(tmp_path / "nowhere")))
     assert not missing.success and "nowhere: no recording there" in missing.message
+
+
+def set_parameter(probe: Probe, name: str, value: ParameterValue) -> Any:
+    request = SetParameters.Request(parameters=[Parameter(name=name, value=value)])
+    (result,) = probe.call("set_parameters", request).results
+    return result
+
+
+@pytest.mark.parametrize(
+    "sim_parameters", [[*SIM_PARAMETERS, "node.act_camera:=false", "node.qos_depth:=3"]], ids=["camera_off"]
+)
+def test_act_publishes_the_camera_only_while_act_camera_is_on_and_unpaced_play_loses_no_frame(probe: Probe, sim_node):
+    probe.spin_until(lambda: probe.complete_stamps(), "the bundle of the loaded scene", START_TIMEOUT_S)
+    quiet = probe.call("act", Act.Request(action="RotateRight"))
+    assert quiet.success, quiet.message
+    quiet_stamp = stamp_of(quiet.pose.header)
+    without_camera = {bundle.GROUND_TRUTH_TOPIC, bundle.ODOM_TOPIC, bundle.TF_TOPIC, bundle.CLOCK_TOPIC}
+    probe.spin_until(
+        lambda: without_camera <= set(probe.by_stamp[quiet_stamp]), "ground truth, odom, tf and clock", CALL_TIMEOUT_S
+    )
+
+    on = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=True)
+    assert set_parameter(probe, "node.act_camera", on).successful
+    refused = set_parameter(
+        probe, "node.qos_depth", ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=5)
+    )
+    assert not refused.successful and "node.qos_depth" in refused.reason
+    loud = probe.call("act", Act.Request(action="RotateRight"))
+    loud_stamp = stamp_of(loud.pose.header)
+    probe.spin_until(lambda: loud_stamp in probe.complete_stamps(), "the full bundle after the action", CALL_TIMEOUT_S)
+    # Each topic is one reliable, ordered stream: a camera message of the first action would have come first.
+    assert set(probe.by_stamp[quiet_stamp]) == without_camera
+
+    # Unpaced playback with a history of 3 frames: the acknowledgement window keeps every frame.
+    toured = probe.call("play_tour", PlayTour.Request())
+    assert toured.success and toured.frames > 3, toured.message
+    probe.spin_until(
+        lambda: len([s for s in probe.complete_stamps() if s > loud_stamp]) == toured.frames,
+        "every bundle of the unpaced tour",
+        CALL_TIMEOUT_S,
+    )
+    assert probe.count[bundle.RGB_TOPIC] == 2 + toured.frames  # the loaded scene, the second action, the tour

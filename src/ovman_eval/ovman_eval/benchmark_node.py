@@ -8,7 +8,8 @@ the other nodes:
    mapping_node fuses them), ``/mapping_node/finish_visit``; the maps arrive latched on
    ``/ovman/map/visit<n>``, and query_node holds the pair once it publishes ``/ovman/changes``.
 2. **Static gate**, per (episode, arm, seed): ``/ovman/query`` with the episode's noun phrase and
-   relation for two_visit, oracle_grounding and category_only; the other arms run here from the
+   relation for two_visit, oracle_grounding and category_only, and with the query's text for
+   two_visit_text; the other arms run here from the
    received maps and the episode record (:data:`ovman_eval.graph_run.QUERY_ARMS` says why).
 3. **Embodied run** (unless ``run.static_only``): ``/sim_node/load_visit`` with the evaluated world
    (the objects at the end of the visit-2 recording, the start pose, the mover), then
@@ -17,7 +18,11 @@ the other nodes:
    from ``/ovman/ground_truth``, the map arms from their own sightings in the camera frames). The
    objects at the end and the trajectory come from sim_node's ``/ovman/ground_truth`` frames; a
    ``Stop`` through ``/sim_node/act`` (which neither advances time nor the mover) marks the frame
-   to read them from.
+   to read them from. Ground-truth frames are decoded only as far as every frame is needed (stamp
+   and agent pose); every object's state is parsed only for the frames it is read from. When
+   sim_node starts with ``node.act_camera`` false (the graph does unless RViz watches), the camera
+   bundle after each action is turned on (``/sim_node/set_parameters``) only while a map arm
+   follows a moving target by sight, and off again after.
 
 Scores come from the in-process runner's own functions (:mod:`ovman_eval.graph_run`), and the
 results from :class:`ovman_eval.graph_run.GraphRun` in the runner's layout (``results.jsonl``
@@ -34,6 +39,7 @@ see to it). Frames: REP 103 ``map`` on the wire, AI2-THOR world in the core.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import signal
@@ -49,6 +55,8 @@ from nav_msgs.msg import OccupancyGrid
 from rclpy.client import Client
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
@@ -58,7 +66,7 @@ from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parame
 from ovman_core.frames import ros_to_thor_point, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
 from ovman_core.grid import from_occupancy_fields
 from ovman_core.relations import Relation
-from ovman_core.world_state import WorldState
+from ovman_core.world_state import AgentPose, WorldState
 from ovman_eval.dataset import DatasetError, read_episodes
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.graph import BENCHMARK_NODE, RUN_DATASET, RUN_DIR, RUN_OUTPUT, RUN_STATIC_ONLY
@@ -75,7 +83,7 @@ from ovman_eval.graph_run import (
     trajectory_of,
     without_diagnostics,
 )
-from ovman_eval.map_cache import GroupMaps, MapCache
+from ovman_eval.map_cache import GroupMaps, GroupTruth, MapCache
 from ovman_eval.results import EmbodiedResult, ResultRecord
 from ovman_eval.runner import (
     TIMING_KEYS,
@@ -97,11 +105,17 @@ from ovman_mapping.map_messages import MAP_TOPIC, instance_map_from_msg, map_uid
 from ovman_nav.commander import OvmanCommander
 from ovman_nav.executor import NavError
 from ovman_nav.nav_node import occupancy_fields
-from ovman_query.arms import Arm
+from ovman_query.arms import PARSE_FAILED, Arm
 from ovman_query.decisions import Prediction
 from ovman_query.query_messages import CHANGES_TOPIC, QUERY_SERVICE, floor_point_msg
 from ovman_sim import bundle
-from ovman_sim.bundle import GroundTruthFrame, object_state_to_dict, parse_ground_truth_json
+from ovman_sim.bundle import (
+    BundleFormatError,
+    GroundTruthFrame,
+    object_state_from_dict,
+    object_state_to_dict,
+    parse_ground_truth_json,
+)
 from ovman_sim.messages import pose_msg, stamp_of
 from ovman_sim.world import Action, Observation
 
@@ -111,6 +125,9 @@ PLAY_TOUR_SERVICE = "/sim_node/play_tour"
 ACT_SERVICE = "/sim_node/act"
 START_VISIT_SERVICE = "/mapping_node/start_visit"
 FINISH_VISIT_SERVICE = "/mapping_node/finish_visit"
+SIM_NODE = "/sim_node"
+SIM_ACT_CAMERA = "node.act_camera"
+"""sim_node's run-time switch of the camera bundle after each Act (see :mod:`ovman_sim.sim_node`)."""
 RUN_PARAMETERS: dict[str, Any] = {RUN_DATASET: "", RUN_OUTPUT: "runs", RUN_DIR: "", RUN_STATIC_ONLY: False}
 SPIN_PERIOD_S = 0.02
 """(s): longest a wait blocks in one spin before it checks its condition and deadline again."""
@@ -139,7 +156,7 @@ CAMERA_TOPICS: dict[str, Any] = {
     bundle.CAMERA_INFO_TOPIC: CameraInfo,
     bundle.CAMERA_POSE_TOPIC: PoseStamped,
 }
-SIGHTED_ARMS = frozenset({Arm.TWO_VISIT, Arm.SINGLE_VISIT, Arm.ORACLE_GROUNDING, Arm.CATEGORY_ONLY})
+SIGHTED_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.SINGLE_VISIT, Arm.ORACLE_GROUNDING, Arm.CATEGORY_ONLY})
 """Arms that follow a moving target by their own sightings (the oracle arms follow the ground truth)."""
 CAMERA_SYNC_PENDING = 30
 """Most stamps with an incomplete camera bundle held while following a moving target."""
@@ -147,6 +164,40 @@ CAMERA_SYNC_PENDING = 30
 
 class GraphCallError(RuntimeError):
     """A node of the graph is missing, refused a request, or did not answer in time (names which)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TruthMessage:
+    """One ``/ovman/ground_truth`` message, decoded as far as every frame is needed: its stamp (ns)
+    and the agent pose (AI2-THOR world); :meth:`frame` and :meth:`object_floor` parse the objects
+    of the few frames they are read from."""
+
+    stamp_ns: int
+    pose: AgentPose
+    text: str
+    document: dict[str, Any]
+
+    @classmethod
+    def parse(cls, text: str) -> TruthMessage:
+        """BundleFormatError for a message that is not a ground-truth record."""
+        try:
+            document = json.loads(text)
+            pose = document["agent_pose"]
+            agent = AgentPose(float(pose["x"]), float(pose["z"]), float(pose["yaw_deg"]), float(pose["horizon_deg"]))
+            return cls(int(document["stamp_ns"]), agent, text, document)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            raise BundleFormatError(f"{bundle.GROUND_TRUTH_TOPIC}: not a ground-truth record: {err!r}") from None
+
+    def frame(self) -> GroundTruthFrame:
+        return parse_ground_truth_json(self.text)
+
+    def object_floor(self, instance_id: str) -> Vec2 | None:
+        """Floor position (x, z) of one object at this frame (None: not in the world)."""
+        try:
+            found = next((o for o in self.document["objects"] if o["instance_id"] == instance_id), None)
+            return None if found is None else object_state_from_dict(found).floor
+        except (KeyError, TypeError, ValueError) as err:
+            raise BundleFormatError(f"{bundle.GROUND_TRUTH_TOPIC}: bad objects: {err!r}") from None
 
 
 def world_floor(point: Point) -> Vec2:
@@ -194,13 +245,16 @@ class BenchmarkNode(Node):
         self.create_subscription(OccupancyGrid, bundle.MAP_TOPIC, self._keep_grid, LATCHED)
         self.change_sets = 0
         self.create_subscription(ChangeSet, CHANGES_TOPIC, self._count_change_set, LATCHED)
-        self.truth_frames: list[GroundTruthFrame] = []
+        self.truth_frames: list[TruthMessage] = []
         self.create_subscription(String, bundle.GROUND_TRUTH_TOPIC, self._keep_truth, FRAME_QOS)
         self._camera_sync: StampSynchronizer[Any] | None = None
         self._camera_observations: list[Observation] = []
         self._camera_subscribed = False
         self._handled = 0
         self._retargets = 0
+        self.sim_parameters = AsyncParameterClient(self, SIM_NODE)
+        self.sim_act_camera = True
+        """sim_node's node.act_camera as it started (read in :meth:`wait_for_graph`)."""
 
     # ---------------------------------------------------------------- parameters
 
@@ -228,7 +282,7 @@ class BenchmarkNode(Node):
 
     def _keep_truth(self, message: String) -> None:
         self._handled += 1
-        self.truth_frames.append(parse_ground_truth_json(message.data))
+        self.truth_frames.append(TruthMessage.parse(message.data))
 
     def _on_camera(self, topic: str, message: Any) -> None:
         self._handled += 1
@@ -285,8 +339,25 @@ class BenchmarkNode(Node):
                 raise GraphCallError(f"service {name} is not available; is its node running?")
         if not self.commander.nav_client.wait_for_server(timeout_sec=max(deadline - time.monotonic(), 0.0)):
             raise GraphCallError("action /ovman/navigate is not available; is nav_node running?")
+        if not self.sim_parameters.wait_for_services(timeout_sec=max(deadline - time.monotonic(), 0.0)):
+            raise GraphCallError(f"the parameter services of {SIM_NODE} are not available; is sim_node running?")
+        future = self.sim_parameters.get_parameters([SIM_ACT_CAMERA])
+        self.spin_until(future.done, f"{SIM_NODE} parameter {SIM_ACT_CAMERA}", self.waits.call_timeout_s)
+        values = future.result().values if future.result() is not None else []
+        if len(values) != 1:
+            raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA}")
+        self.sim_act_camera = bool(values[0].bool_value)
 
-    def act_stop(self) -> tuple[WorldState, GroundTruthFrame]:
+    def set_sim_act_camera(self, on: bool) -> None:
+        """Turn sim_node's camera bundle after each Act on or off (and wait until it is)."""
+        future = self.sim_parameters.set_parameters([Parameter(SIM_ACT_CAMERA, value=on)])
+        self.spin_until(future.done, f"{SIM_NODE} set {SIM_ACT_CAMERA}", self.waits.call_timeout_s)
+        results = future.result().results if future.result() is not None else []
+        if len(results) != 1 or not results[0].successful:
+            reason = results[0].reason if results else "no answer"
+            raise GraphCallError(f"{SIM_NODE} refused {SIM_ACT_CAMERA} = {on}: {reason}")
+
+    def act_stop(self) -> tuple[WorldState, TruthMessage]:
         """Stop through sim_node's act (time and the mover stay) and the ground truth of its frame."""
         reply = self.call(ACT_SERVICE, Act.Request(action=Action.STOP.value))
         if not reply.success:
@@ -297,13 +368,19 @@ class BenchmarkNode(Node):
             f"the ground truth of the frame stamped {stamp} ns",
             self.waits.message_timeout_s,
         )
-        frame = next(f for f in self.truth_frames if f.stamp_ns == stamp)
-        return frame.objects, frame
+        message = next(f for f in self.truth_frames if f.stamp_ns == stamp)
+        try:
+            return message.frame().objects, message
+        except BundleFormatError as err:
+            raise GraphCallError(f"the ground truth of the frame stamped {stamp} ns: {err}") from err
 
     # ---------------------------------------------------------------- maps
 
-    def map_visit(self, visit: int, recording: Path) -> tuple[InstanceMap, dict[str, int]]:
-        """Have mapping_node map ``recording`` (played by sim_node) as ``visit``; the received map."""
+    def map_visit(
+        self, visit: int, recording: Path, meanwhile: Callable[[], None] | None = None
+    ) -> tuple[InstanceMap, dict[str, int]]:
+        """Have mapping_node map ``recording`` (played by sim_node) as ``visit``; the received map.
+        ``meanwhile``: work of this node done while sim_node plays and mapping_node fuses."""
         self.truth_frames.clear()  # the recording's frames are not needed: its ground truth is read from the file
         started = self.call(START_VISIT_SERVICE, MapVisit.Request(visit=visit))
         if not started.success:
@@ -311,7 +388,11 @@ class BenchmarkNode(Node):
         loaded = self.call(LOAD_VISIT_SERVICE, LoadVisit.Request(recording=str(recording)))
         if not loaded.success:
             raise GraphCallError(f"{LOAD_VISIT_SERVICE} {recording}: {loaded.message}")
-        played = self.call(PLAY_TOUR_SERVICE, PlayTour.Request())
+        future = self.clients_by_name[PLAY_TOUR_SERVICE].call_async(PlayTour.Request())
+        if meanwhile is not None:
+            meanwhile()  # the reply waits in the middleware; the other nodes keep working
+        self.spin_until(future.done, f"{PLAY_TOUR_SERVICE} answer", self.waits.call_timeout_s)
+        played = future.result()
         if not played.success:
             raise GraphCallError(f"{PLAY_TOUR_SERVICE} {recording}: {played.message}")
         received = self.map_counts[visit]
@@ -328,15 +409,25 @@ class BenchmarkNode(Node):
     # ---------------------------------------------------------------- static gate
 
     def query(self, arm: Arm, record: EpisodeRecord) -> Prediction:
-        """``arm``'s answer from query_node, given the episode's noun phrase and relation."""
-        request = Query.Request(category=record.query.noun_phrase, relation=record.query.relation.value, arm=arm.value)
+        """``arm``'s answer from query_node, given the episode's noun phrase and relation, or for
+        two_visit_text the query's text (a parse failure abstains, as in the in-process runner)."""
+        text_arm = arm is Arm.TWO_VISIT_TEXT
+        if text_arm:
+            request = Query.Request(text=record.query.phrase, arm=arm.value)
+        else:
+            request = Query.Request(
+                category=record.query.noun_phrase, relation=record.query.relation.value, arm=arm.value
+            )
         response = self.call(QUERY_SERVICE, request)
+        if text_arm and response.status == Query.Response.PARSE_FAILED:
+            explanation = f"{PARSE_FAILED}: {response.explanation}"
+            return Prediction(None, record.query.relation, "", (), 0.0, explanation, arm.value)
         if response.status not in (Query.Response.ANSWERED, Query.Response.ABSTAINED):
             raise GraphCallError(
                 f"{QUERY_SERVICE} {arm.value} for episode {record.episode_id} (status {response.status}): "
                 f"{response.explanation}"
             )
-        if response.noun_phrase != record.query.noun_phrase:
+        if not text_arm and response.noun_phrase != record.query.noun_phrase:
             raise BenchmarkError(
                 f"episode {record.episode_id}: query_node read the noun phrase {record.query.noun_phrase!r} as "
                 f"{response.noun_phrase!r}; it must be a surface name of the vocabulary (ovman_query.surface_forms)"
@@ -360,7 +451,7 @@ class BenchmarkNode(Node):
 
     def load_evaluated_world(
         self, record: EpisodeRecord, maps: GroupMaps
-    ) -> tuple[list[Vec2], WorldState, GroundTruthFrame]:
+    ) -> tuple[list[Vec2], WorldState, TruthMessage]:
         """Load the evaluated world into sim_node; its free positions, objects and first frame."""
         pose = record.start_pose
         objects = sorted(maps.truth.visit2_end, key=lambda o: o.instance_id)
@@ -392,7 +483,7 @@ class BenchmarkNode(Node):
         return [(float(x), float(z)) for x, z in reachable], objects_now, frame
 
     def navigate(
-        self, record: EpisodeRecord, plan: NavigationPlan, config: OvmanConfig, first: GroundTruthFrame
+        self, record: EpisodeRecord, plan: NavigationPlan, config: OvmanConfig, first: TruthMessage
     ) -> NavigationOutcome:
         """Run one Navigate goal to its end, following a moving target; what the graph reported."""
         target, map_frame = plan.target, self.config.frames.map
@@ -400,6 +491,9 @@ class BenchmarkNode(Node):
         goal.header.frame_id = map_frame
         self.truth_frames = [f for f in self.truth_frames if f.stamp_ns >= first.stamp_ns]
         follow = self._follower(plan, config)
+        camera_switched = plan.follow is Follow.SIGHTINGS and not self.sim_act_camera
+        if camera_switched:
+            self.set_sim_act_camera(True)
         accepted = self.commander.goToPoint(
             goal, record.moving_id is not None, region_corners(target.region), timeout_sec=self.waits.call_timeout_s
         )
@@ -418,6 +512,8 @@ class BenchmarkNode(Node):
                     f"episode {record.episode_id}: navigation did not end within {self.waits.navigate_timeout_s} s"
                 )
         self._camera_sync = None
+        if camera_switched:
+            self.set_sim_act_camera(False)
         result = self.commander.getNavResult()
         if result is None:
             raise GraphCallError(f"episode {record.episode_id}: nav_node returned no Navigate result")
@@ -455,10 +551,10 @@ class BenchmarkNode(Node):
 
             def follow_truth() -> None:
                 for frame in self.truth_frames[seen[0] :]:
-                    obj = frame.objects.objects.get(plan.instance)
-                    if obj is not None and obj.floor != last[0]:
-                        last[0] = obj.floor
-                        publish(obj.floor)
+                    floor = frame.object_floor(plan.instance)
+                    if floor is not None and floor != last[0]:
+                        last[0] = floor
+                        publish(floor)
                 seen[0] = len(self.truth_frames)
 
             return follow_truth
@@ -498,12 +594,15 @@ class BenchmarkNode(Node):
         records = [evaluator.records[e] for e in unit.episode_ids]
         clock = time.perf_counter()
         changes = self.change_sets
+        truth: list[GroupTruth] = []
         map1, _ = self.map_visit(1, dataset / records[0].recordings.visit1)
-        map2, _ = self.map_visit(2, dataset / records[0].recordings.visit2)
+        map2, _ = self.map_visit(
+            2, dataset / records[0].recordings.visit2, lambda: truth.append(read_group_truth(dataset, records[0]))
+        )
         self.spin_until(
             lambda: self.change_sets > changes, "query_node's change set of the new maps", self.waits.message_timeout_s
         )
-        maps = graph_group_maps(unit.group_id, map1, map2, read_group_truth(dataset, records[0]))
+        maps = graph_group_maps(unit.group_id, map1, map2, truth[0])
         timings["maps_build_s"] += time.perf_counter() - clock
         config = evaluator.config
         out: list[ResultRecord] = []

@@ -15,6 +15,14 @@ pointing at that configuration's file, so what a node reads from the file beyond
 parameters (nav_node: the agent's grid size) is the same configuration. benchmark_node's run
 inputs (dataset, output folder, run directory, static-only) are ``run.*`` parameters, and the
 launch arguments ``arms`` and ``seeds`` override its ``benchmark.arms`` / ``benchmark.seeds``.
+
+Unless RViz watches (``rviz``), the graph runs as fast as its nodes keep up: sim_node plays tours
+unpaced (``node.play_period_s`` 0) with its acknowledgement flow control, at most a window of
+mapping_node's ``node.qos_depth`` frames unacknowledged (its publishers' depth); mapping_node's
+synchroniser then holds that many incomplete stamps (small messages of a burst arrive before the
+images of earlier frames). sim_node publishes the camera bundle after an action only when
+benchmark_node asks for it (``node.act_camera`` false). With RViz these keep the configuration's
+values (real-time playback, the camera after every action).
 """
 
 from __future__ import annotations
@@ -87,6 +95,8 @@ class BenchmarkOptions:
     output: str = "runs"
     run_dir: str = ""
     static_only: bool = False
+    rviz: bool = False
+    """RViz watches: sim_node keeps its real-time playback and camera after every action."""
 
     def __post_init__(self) -> None:
         if not self.dataset:
@@ -131,6 +141,7 @@ class BenchmarkOptions:
             output=get("output") or defaults["output"],
             run_dir=get("run_dir"),
             static_only=parse_bool(get("static_only"), "static_only"),
+            rviz=parse_bool(get("rviz"), "rviz"),
         )
 
 
@@ -212,6 +223,11 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
     # mapping_node for its start_visit, and nav_node drives sim_node's world over DDS.
     sim.update({"node.scene": "", "node.recording": ""})
     mapping["node.start_visit"] = 0
+    if not options.rviz:
+        # Nobody watches: tours as fast as mapping_node keeps up, the camera after an action on demand.
+        window = config.mapping_node.node.qos_depth
+        sim.update({"node.play_period_s": 0.0, "node.act_camera": False, "node.qos_depth": window})
+        mapping["node.sync_max_pending"] = max(config.mapping_node.node.sync_max_pending, window)
     nav["navigation.scene"] = ""
     bench.update(
         {

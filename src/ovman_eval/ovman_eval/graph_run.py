@@ -75,7 +75,7 @@ from ovman_sim.recording import RecordingError, read_visit
 
 WIRING = "ros_graph"
 """Added to the run identity of graph runs."""
-QUERY_ARMS = frozenset({Arm.TWO_VISIT, Arm.ORACLE_GROUNDING, Arm.CATEGORY_ONLY})
+QUERY_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.ORACLE_GROUNDING, Arm.CATEGORY_ONLY})
 """Arms benchmark_node asks query_node for (``/ovman/query``). The others run in benchmark_node
 from the received maps and the episode record: oracle_positions and given_answer are given ground
 truth, and single_visit is seeded per episode and scored with its exact success probability,

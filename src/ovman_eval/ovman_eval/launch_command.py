@@ -257,10 +257,11 @@ def run(args: argparse.Namespace) -> int:
             "output": args.out,
             "run_dir": args.run_dir,
             "static_only": "true" if args.static_only else "false",
+            "rviz": "true" if args.rviz else "false",
         }
         options = BenchmarkOptions.from_arguments(values, base)
         nodes = benchmark_graph(config_for_dataset(base, options.dataset), options)
-        if args.rviz:
+        if options.rviz:
             nodes = (*nodes, rviz_node(rviz_layout()))
         log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="ovman-launch-"))
     except (ConfigError, GraphError) as err:

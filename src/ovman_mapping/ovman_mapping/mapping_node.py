@@ -8,7 +8,8 @@ of a visit when the visit is finished.
 Subscriptions (reliable, volatile; names from :mod:`ovman_sim.bundle`): ``/camera/color/image_raw``,
 ``/camera/depth/image_raw``, ``/camera/instances/image_raw``, ``/camera/instances/labels``,
 ``/camera/color/camera_info``, ``/camera/pose`` (the optical frame in ``map``). Ground truth is
-never subscribed to.
+never subscribed to. While no visit is open, bundles are counted and dropped before they are
+synchronised or decoded (a robot's camera keeps publishing between visits).
 
 Visits (ovman_interfaces/srv/MapVisit): ``~/start_visit`` opens visit 1 or 2 (call it before the
 visit's frames are published); ``~/finish_visit`` waits until the visit holds ``expected_frames``
@@ -117,6 +118,7 @@ class MappingNode(Node):
         self.mapper = VisitMapper(self.config.mapping_node, self.encoder)
         self.sync: StampSynchronizer[Any] = StampSynchronizer(BUNDLE_TOPICS, settings.sync_max_pending)
         self.rejected = 0
+        self.outside_visit = 0
         self._condition = threading.Condition()
         frames_group = MutuallyExclusiveCallbackGroup()
         services_group = MutuallyExclusiveCallbackGroup()
@@ -160,6 +162,10 @@ class MappingNode(Node):
     # ---------------------------------------------------------------- frames
 
     def _on_message(self, topic: str, message: Any) -> None:
+        if self.mapper.visit is None:  # read without the lock: a visit opening now resets the synchroniser anyway
+            if topic == bundle.RGB_TOPIC:
+                self.outside_visit += 1
+            return
         try:
             if topic == bundle.INSTANCE_LABELS_TOPIC:
                 item: Any = bundle.parse_labels_json(message.data)
@@ -199,7 +205,8 @@ class MappingNode(Node):
         return (
             f"{self.mapper.frames} bundles fused; synchroniser: {counts.completed} complete, "
             f"{counts.dropped_incomplete} incomplete and {counts.dropped_stale} stale dropped, {self.sync.pending} "
-            f"pending; {self.rejected} messages rejected; {self.mapper.unassigned} bundles outside a visit"
+            f"pending; {self.rejected} messages rejected; "
+            f"{self.outside_visit + self.mapper.unassigned} bundles outside a visit"
         )
 
     # ---------------------------------------------------------------- services

@@ -12,6 +12,19 @@ For every frame it publishes one bundle, all with the same stamp (sim time, adva
   ``/odom`` (nav_msgs/Odometry), ``/clock``, also transient local;
 - ``/ovman/ground_truth`` (JSON, evaluation only).
 
+After an Act the camera part of the bundle (images, labels, camera_info, ``/camera/pose``) is
+published only while ``node.act_camera`` is true; clock, transforms, odometry and ground truth
+always are. ``node.act_camera`` is the one parameter that may change at run time (e.g. through
+``/sim_node/set_parameters``): a benchmark graph turns it on only while a consumer follows a
+target by sight, so that embodied runs do not serialise images nobody reads.
+
+Playback (``~/play_tour``) waits ``node.play_period_s`` (wall) between frames, a real-time rate for
+RViz and live use. With 0 it publishes as fast as the subscribers keep up: when ``node.qos_depth``
+frames have gone out that not every reliable subscriber has acknowledged, it waits until they have
+(at most ``node.play_ack_timeout_s``), so the publishers' history never overwrites a frame a
+subscriber has not got; a subscriber's own depth must hold the frames it has received but not yet
+processed (mapping_node ``node.qos_depth``).
+
 Latched (transient local): ``/tf_static`` (``map → odom``, ``camera_link → camera_optical_frame``)
 and ``/map`` (nav_msgs/OccupancyGrid of the reachable grid, published when a live visit loads).
 
@@ -34,6 +47,7 @@ import rclpy
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import OccupancyGrid, Odometry
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -52,8 +66,11 @@ from ovman_sim.messages import (
     base_pose_msg,
     bundle_messages,
     occupancy_grid_msg,
+    odometry_msg,
     start_pose_from_msg,
     static_tf_message,
+    tf_message,
+    time_msg,
 )
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
 
@@ -61,6 +78,9 @@ NODE_NAME = "sim_node"
 LOAD_VISIT_SERVICE = "~/load_visit"
 ACT_SERVICE = "~/act"
 PLAY_TOUR_SERVICE = "~/play_tour"
+NO_WAIT = Duration(seconds=0)
+ACT_CAMERA_PARAMETER = "node.act_camera"
+"""The parameter that may change while the node runs (bool)."""
 
 TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 """tf2_ros' TransformBroadcaster QoS, but transient local: tf2 listeners (volatile) match it, and a
@@ -80,9 +100,15 @@ class SimNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         self.config = self._declare_parameters(config if config is not None else load_config())
         self.session = SimSession(self.config)
-        depth = self.config.sim_node.node.qos_depth
+        settings = self.config.sim_node.node
+        depth = settings.qos_depth
         if depth < 1:
             raise ConfigError(f"config sim_node.node.qos_depth must be at least 1, got {depth}")
+        if settings.play_period_s < 0.0 or not settings.play_ack_timeout_s > 0.0:
+            raise ConfigError(
+                "config sim_node.node: play_period_s must be >= 0 and play_ack_timeout_s > 0 seconds, got "
+                f"{settings.play_period_s} and {settings.play_ack_timeout_s}"
+            )
         frames_qos = QoSProfile(
             depth=depth,
             history=HistoryPolicy.KEEP_LAST,
@@ -100,7 +126,19 @@ class SimNode(Node):
         self._tf = self.create_publisher(TFMessage, bundle.TF_TOPIC, TF_QOS)
         self._tf_static = self.create_publisher(TFMessage, bundle.TF_STATIC_TOPIC, LATCHED_QOS)
         self._map = self.create_publisher(OccupancyGrid, bundle.MAP_TOPIC, LATCHED_QOS)
-        self._clock = self.create_publisher(Clock, bundle.CLOCK_TOPIC, frames_qos)
+        self._clock_publisher = self.create_publisher(Clock, bundle.CLOCK_TOPIC, frames_qos)
+        self._frame_publishers = (
+            self._clock_publisher,
+            self._tf,
+            self._camera_info,
+            self._camera_pose,
+            self._odom,
+            self._ground_truth,
+            self._labels,
+            self._instances,
+            self._depth,
+            self._rgb,
+        )
         self.create_service(LoadVisit, LOAD_VISIT_SERVICE, self._on_load_visit)
         self.create_service(Act, ACT_SERVICE, self._on_act)
         self.create_service(PlayTour, PLAY_TOUR_SERVICE, self._on_play_tour)
@@ -122,10 +160,18 @@ class SimNode(Node):
         return updated
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
-        names = ", ".join(p.name for p in parameters)
-        return SetParametersResult(
-            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {names}"
-        )
+        fixed = [p.name for p in parameters if p.name != ACT_CAMERA_PARAMETER]
+        if fixed:
+            return SetParametersResult(
+                successful=False,
+                reason=f"{NODE_NAME} reads {', '.join(fixed)} at start-up; restart it to change them "
+                f"(only {ACT_CAMERA_PARAMETER} changes at run time)",
+            )
+        (parameter,) = parameters
+        if not isinstance(parameter.value, bool):
+            return SetParametersResult(successful=False, reason=f"{ACT_CAMERA_PARAMETER} must be true or false")
+        self.config = with_parameters(self.config, NODE_NAME, {ACT_CAMERA_PARAMETER: parameter.value})
+        return SetParametersResult(successful=True)
 
     def _load_at_start(self) -> None:
         node = self.config.sim_node.node
@@ -169,21 +215,27 @@ class SimNode(Node):
         except SessionError as err:
             response.success, response.message = False, str(err)
             return response
-        self._publish(frame)
+        self._publish(frame, camera=self.config.sim_node.node.act_camera)
         response.success, response.collided, response.message = result.success, result.collided, result.message
         response.step = frame.observation.step
         response.pose = base_pose_msg(frame.observation, frame.stamp_ns, self.config.frames)
         return response
 
     def _on_play_tour(self, request: PlayTour.Request, response: PlayTour.Response) -> PlayTour.Response:
-        period = self.config.sim_node.node.play_period_s
-        count = 0
+        settings = self.config.sim_node.node
+        period, ack_timeout = settings.play_period_s, Duration(seconds=settings.play_ack_timeout_s)
+        count = unacknowledged = 0
         try:
             for frame in self.session.play(request.record_path or None, int(request.visit) or 1):
                 if count and period > 0.0:
-                    time.sleep(period)  # pace playback (wall time) so subscribers keep up
+                    time.sleep(period)  # real-time playback (wall time), for watching
+                elif unacknowledged and self._acknowledged(NO_WAIT):
+                    unacknowledged = 0
+                elif unacknowledged >= settings.qos_depth:
+                    self._wait_acknowledged(ack_timeout)  # the next frame would overwrite one not yet delivered
+                    unacknowledged = 0
                 self._publish(frame)
-                count += 1
+                count, unacknowledged = count + 1, unacknowledged + 1
                 response.step = frame.observation.step
         except SessionError as err:
             response.success, response.message, response.frames = False, str(err), count
@@ -202,10 +254,32 @@ class SimNode(Node):
             self._map.publish(occupancy_grid_msg(fields, frame.stamp_ns))
         self._publish(frame)
 
-    def _publish(self, frame: Frame) -> None:
+    def _acknowledged(self, timeout: Duration) -> bool:
+        """Whether every reliable subscriber has every frame published (waiting at most ``timeout``)."""
+        return all(publisher.wait_for_all_acked(timeout) for publisher in self._frame_publishers)
+
+    def _wait_acknowledged(self, timeout: Duration) -> None:
+        """Flow control of unpaced playback: block until every reliable subscriber has every frame."""
+        for publisher in self._frame_publishers:
+            if not publisher.wait_for_all_acked(timeout):
+                self.get_logger().warning(
+                    f"{publisher.topic_name}: a subscriber did not acknowledge a frame within "
+                    f"{timeout.nanoseconds / 1e9:.1f} s (node.play_ack_timeout_s); it may miss frames",
+                    throttle_duration_sec=5.0,
+                )
+
+    def _publish(self, frame: Frame, camera: bool = True) -> None:
+        """The frame's bundle; without ``camera`` only clock, transforms, odometry and ground truth."""
+        if not camera:
+            observation, stamp, frames = frame.observation, frame.stamp_ns, self.config.frames
+            self._clock_publisher.publish(Clock(clock=time_msg(stamp)))
+            self._tf.publish(tf_message(bundle.dynamic_transforms(observation, frames), stamp))
+            self._odom.publish(odometry_msg(observation, stamp, frames))
+            self._ground_truth.publish(String(data=bundle.ground_truth_json(observation, frame.objects, stamp)))
+            return
         messages = bundle_messages(frame.observation, frame.objects, frame.stamp_ns, self.config.frames)
         # Clock and transforms first, so a subscriber that gets the images can already look them up.
-        self._clock.publish(messages.clock)
+        self._clock_publisher.publish(messages.clock)
         self._tf.publish(messages.tf)
         self._camera_info.publish(messages.camera_info)
         self._camera_pose.publish(messages.camera_pose)
