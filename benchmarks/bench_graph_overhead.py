@@ -105,12 +105,12 @@ def main() -> None:
         else:
             dataset, config_path = generated(work, args.scenes)
         episodes = sum(1 for _ in (dataset / "episodes.jsonl").open())
-        common = ["--dataset", str(dataset), "--arms", args.arms, "--config", str(config_path)]
+        # Run seed 0 only: "1" is one seed for both commands (--seeds is a count or a list).
+        common = ["--dataset", str(dataset), "--arms", args.arms, "--seeds", "1", "--config", str(config_path)]
         in_dir, graph_dir = work / "in_process", work / "graph"
-        # Run seed 0 only: `ovman benchmark --seeds` takes a count, `ovman launch --seeds` a list.
-        in_run = [*ovman, "benchmark", *common, "--seeds", "1", "--run-dir", str(in_dir), "--no-report", "--quiet"]
+        in_run = [*ovman, "benchmark", *common, "--run-dir", str(in_dir), "--no-report", "--quiet"]
         in_wall = timed(in_run, env)
-        graph_run = [*ovman, "launch", "benchmark", *common, "--seeds", "0", "--run-dir", str(graph_dir)]
+        graph_run = [*ovman, "launch", "benchmark", *common, "--run-dir", str(graph_dir)]
         graph_wall = timed([*graph_run, "--log-dir", str(work / "logs")], env)
         in_lines = [json.loads(x) for x in (in_dir / RESULTS).read_text().splitlines()]
         graph_lines = [json.loads(x) for x in (graph_dir / RESULTS).read_text().splitlines()]

@@ -141,9 +141,12 @@ def test_options_default_to_the_config_and_name_the_bad_argument(dataset: Path):
     assert parsed.seeds == tuple(config.benchmark_node.benchmark.seeds)
     assert (parsed.output, parsed.run_dir, parsed.static_only) == ("runs", "", False)
     assert graph.BenchmarkOptions.from_arguments({"dataset": "d", "arms": "all"}, config).arms == graph.ARM_ORDER
+    assert graph.BenchmarkOptions.from_arguments({"dataset": "d", "seeds": "3"}, config).seeds == (0, 1, 2)
+    assert graph.BenchmarkOptions.from_arguments({"dataset": "d", "seeds": "4,7"}, config).seeds == (4, 7)
     for values, name in (
         ({}, "dataset"),
         ({"dataset": "d", "seeds": "1,x"}, "seeds"),
+        ({"dataset": "d", "seeds": "0"}, "seeds"),
         ({"dataset": "d", "arms": "two_visit,psychic"}, "arms"),
         ({"dataset": "d", "static_only": "maybe"}, "static_only"),
         ({"dataset": "d", "colour": "red"}, "colour"),

@@ -38,7 +38,7 @@ from pathlib import Path
 from ovman_core.config import ConfigError, OvmanConfig, load_config, to_document
 from ovman_core.relations import Relation
 from ovman_eval.fingerprint import source_fingerprint
-from ovman_eval.results import ResultRecord, ResultsError
+from ovman_eval.results import ResultRecord, ResultsError, parse_seeds
 
 GENERATION_SOURCES = (
     ("ovman_core", None),
@@ -54,22 +54,11 @@ GENERATION_SOURCES = (
 """Source files whose content keys the default dataset (None: every .py of the package)."""
 
 
-def parse_seeds(text: str) -> tuple[int, ...]:
-    """Run seeds: ``N`` (one number) means the N seeds 0..N-1; ``a,b,c`` lists them (``5,`` is seed 5 alone)."""
+def _seeds_argument(text: str) -> tuple[int, ...]:
     try:
-        if "," not in text:
-            count = int(text)
-            if count < 1:
-                raise argparse.ArgumentTypeError(f"expected a number of seeds >= 1, got {text!r}")
-            return tuple(range(count))
-        seeds = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of seeds (3 = seeds 0,1,2) or comma-separated seeds, got {text!r}"
-        ) from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"expected distinct comma-separated seeds, got {text!r}")
-    return seeds
+        return parse_seeds(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 # ---- ovman benchmark ---------------------------------------------------------------------------------
@@ -86,7 +75,7 @@ def add(parser: argparse.ArgumentParser) -> object:
     parser.add_argument("--arms", help="comma-separated arms, or all (default: benchmark.arms of the config)")
     parser.add_argument(
         "--seeds",
-        type=parse_seeds,
+        type=_seeds_argument,
         help="run seeds: a count (3 = seeds 0,1,2; the spread and margin range over seeds) or a comma-separated "
         "list (default: benchmark.seeds)",
     )

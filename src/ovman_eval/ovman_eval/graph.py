@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters
-from ovman_eval.results import ARM_ORDER
+from ovman_eval.results import ARM_ORDER, parse_seeds
 
 ParameterValue = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
 
@@ -76,7 +76,9 @@ class LaunchArgument:
 LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
     LaunchArgument("dataset", "", "episode dataset directory (from `ovman generate`); required"),
     LaunchArgument("arms", "", "comma-separated arms, or all; empty: benchmark.arms of the configuration"),
-    LaunchArgument("seeds", "", "comma-separated run seeds; empty: benchmark.seeds of the configuration"),
+    LaunchArgument(
+        "seeds", "", "run seeds: a count (3 = seeds 0,1,2) or a comma-separated list; empty: benchmark.seeds"
+    ),
     LaunchArgument("output", "runs", "folder of run directories: the run is written to OUTPUT/<UTC stamp>"),
     LaunchArgument("run_dir", "", "run (or resume) in exactly this directory instead of OUTPUT/<stamp>"),
     LaunchArgument("static_only", "false", "true: the static gate only, no embodied runs"),
@@ -129,11 +131,9 @@ class BenchmarkOptions:
         if arms == ("all",):
             arms = ARM_ORDER
         try:
-            seeds = tuple(int(s) for s in get("seeds").split(",") if s.strip()) or tuple(params.seeds)
-        except ValueError:
-            raise GraphError(
-                f"launch argument seeds: expected comma-separated integers, got {get('seeds')!r}"
-            ) from None
+            seeds = parse_seeds(get("seeds")) if get("seeds") else tuple(params.seeds)
+        except ValueError as err:
+            raise GraphError(f"launch argument seeds: {err}") from None
         return cls(
             dataset=get("dataset"),
             arms=arms,

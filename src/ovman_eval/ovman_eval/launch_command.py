@@ -1,7 +1,7 @@
 """``ovman launch benchmark``: the benchmark graph of :mod:`ovman_eval.graph` as processes.
 
     ovman launch benchmark --dataset data/ovman-single
-    ovman launch benchmark --dataset data/ovman-single --arms two_visit,given_answer --seeds 0,1 --out runs
+    ovman launch benchmark --dataset data/ovman-single --arms two_visit,given_answer --seeds 2 --out runs
 
 The same description ``ros2 launch ovman_eval benchmark.launch.py`` starts, for machines where
 only the pip-installed rclpy exists (no ``ros2`` command): every node runs as

@@ -75,6 +75,28 @@ CONDITION_ORDER: tuple[str, ...] = CONDITIONS
 """Conditions (ovman_sim.world.Condition values) in the order of results files: the baseline first."""
 
 
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """Run seeds as the command line and the launch arguments give them: ``N`` (one number) means
+    the N seeds 0..N-1, ``a,b,c`` lists them (``5,`` is seed 5 alone). ValueError otherwise."""
+    text = text.strip()
+    try:
+        if "," not in text:
+            count = int(text)
+            if count < 1:
+                raise ValueError(f"expected a number of seeds >= 1 (for seed 0 alone write '0,'), got {text!r}")
+            return tuple(range(count))
+        seeds = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as err:
+        if "number of seeds" in str(err):
+            raise
+        raise ValueError(
+            f"expected a number of seeds (3 = seeds 0,1,2) or comma-separated seeds, got {text!r}"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"expected distinct non-negative comma-separated seeds, got {text!r}")
+    return seeds
+
+
 class ResultsError(ValueError):
     """A results or run file that cannot be read, or does not belong to this run."""
 
