@@ -12,12 +12,9 @@ and the label encoder's MiniLM package.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -56,6 +53,7 @@ from ovman_sim.tours import tour_observations
 from ovman_sim.world import MoveObject, RemoveObject
 
 from .conftest import private_domain_id
+from .processes import NodeProcess
 
 pytestmark = pytest.mark.ros
 
@@ -67,7 +65,6 @@ REMOVED_ID = "Chair_1"
 # has multi-second tails (notes/ros2-from-pypi.md): be generous.
 START_TIMEOUT_S = 90.0
 CALL_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
 
 
 # ---- the recorded episode and the in-process reference ----------------------------------------
@@ -103,45 +100,18 @@ def record_episode(directory: Path) -> tuple[tuple[Path, Path], tuple[int, int]]
 # ---- processes and the probe ------------------------------------------------------------------
 
 
-class Process:
-    """A node subprocess and its combined stdout/stderr log."""
-
-    def __init__(self, name: str, module: str, parameters: list[str], log_dir: Path) -> None:
-        self.name = name
-        self.log_path = log_dir / f"{name}.log"
-        command = [sys.executable, "-m", module, "--ros-args"]
-        for parameter in parameters:
-            command += ["-p", parameter]
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(command, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
-
-    def diagnosis(self) -> str:
-        code = self.process.poll()
-        state = "still running" if code is None else f"exited with code {code}"
-        return f"{self.name} {state}; its output:\n{self.log_path.read_text(errors='replace')[-4000:]}"
-
-    def signal(self, sig: int) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-
-
-def stop_all(processes: list[Process]) -> None:
-    """SIGINT to all (a clean exit), then SIGTERM, then SIGKILL to those still running."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-        for process in processes:
-            process.signal(sig)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for process in processes:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
-        if all(p.process.poll() is not None for p in processes):
-            return
+def node_process(name: str, module: str, parameters: list[str], log_dir: Path) -> NodeProcess:
+    """A node subprocess (``python -m module``) with its parameters and its log in ``log_dir``."""
+    command = [sys.executable, "-m", module, "--ros-args"]
+    for parameter in parameters:
+        command += ["-p", parameter]
+    return NodeProcess(command, log_dir / f"{name}.log", name)
 
 
 class Probe:
     """A node in this process: service clients and latched subscriptions of the graph."""
 
-    def __init__(self, context: Context, processes: list[Process]) -> None:
+    def __init__(self, context: Context, processes: list[NodeProcess]) -> None:
         self.processes = processes
         self.node = rclpy.create_node("mapping_query_probe", context=context)
         self.executor = SingleThreadedExecutor(context=context)
@@ -221,9 +191,9 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
         env.delenv("ROS_STATIC_PEERS", raising=False)
         processes = [
             # Unpaced playback: sim_node publishes as fast as its acknowledgement window lets it.
-            Process("sim_node", "ovman_sim.sim_node", ["node.play_period_s:=0.0", "node.qos_depth:=4"], directory),
-            Process("mapping_node", "ovman_mapping.mapping_node", [], directory),
-            Process("query_node", "ovman_query.query_node", [], directory),
+            node_process("sim_node", "ovman_sim.sim_node", ["node.play_period_s:=0.0", "node.qos_depth:=4"], directory),
+            node_process("mapping_node", "ovman_mapping.mapping_node", [], directory),
+            node_process("query_node", "ovman_query.query_node", [], directory),
         ]
         context = Context()
         rclpy.init(context=context)
@@ -260,7 +230,8 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
         finally:
             if probe is not None:
                 probe.close()
-            stop_all(processes)
+            for process in processes:
+                process.stop()
             context.try_shutdown()
 
 
