@@ -17,8 +17,11 @@ accuracy under the run's configuration and the admissibility sweep's table:
   emphasised), the association, the ground truth of the category, the answer, every arm's
   prediction and the two-visit agent's path.
 
-``report.md`` links the figures; ``report.html`` is one file with the summary figures embedded
-(base64 PNG) and the per-episode figures linked. Coordinates: AI2-THOR world floor (x, z) in
+Sections: the headline, Figures, Tables (the paper's), Map and memory (map and memory tables,
+the stress-condition comparison, ``map_quality.png``), Validity checks (seeds, memory margin,
+admissibility sweep, text queries, parser), Episodes. ``report.md`` links the figures;
+``report.html`` is one file with the summary figures embedded (base64 PNG) and the per-episode
+figures linked. Coordinates: AI2-THOR world floor (x, z) in
 metres, drawn with x to the right and z up.
 """
 
@@ -630,6 +633,28 @@ def _episode_row(recs: Sequence[ResultRecord]) -> list[str]:
     return cells
 
 
+SECTIONS = (
+    ("Map and memory", ("maps", "memory", "stress_success", "stress_maps"), ("map_quality.png",)),
+    ("Validity checks", ("seeds", "margin", "sweep", "text_queries", "parser"), ()),
+)
+"""Report sections after "Figures" and "Tables": (heading, table keys, figure file names)."""
+
+
+def _sections(
+    tables: Sequence[Table], figures: Sequence[tuple[str, Path]]
+) -> list[tuple[str, list[Table], list[tuple[str, Path]]]]:
+    """Tables and figures grouped under their headings, in order; empty sections are left out."""
+    claimed_tables = {key for _, keys, _ in SECTIONS for key in keys}
+    claimed_figures = {name for _, _, names in SECTIONS for name in names}
+    out = [
+        ("Figures", [], [f for f in figures if f[1].name not in claimed_figures]),
+        ("Tables", [t for t in tables if t.key not in claimed_tables], []),
+    ]
+    for heading, keys, names in SECTIONS:
+        out.append((heading, [t for t in tables if t.key in keys], [f for f in figures if f[1].name in names]))
+    return [section for section in out if section[1] or section[2]]
+
+
 def _markdown(
     run_dir: Path,
     facts: list[tuple[str, str]],
@@ -642,11 +667,10 @@ def _markdown(
     lines += [f"- **{k}**: {v}" for k, v in facts]
     lines.append("")
     lines.append(tables[0].markdown())
-    lines.append("## Figures\n")
-    for title, path in summary:
-        lines.append(f"![{title}]({path.relative_to(run_dir).as_posix()})\n")
-    lines.append("## Tables\n")
-    lines += [t.markdown() for t in tables[1:]]
+    for heading, section_tables, figures in _sections(tables[1:], summary):
+        lines.append(f"## {heading}\n")
+        lines += [f"![{title}]({path.relative_to(run_dir).as_posix()})\n" for title, path in figures]
+        lines += [t.markdown() for t in section_tables]
     arms = [a for a in ARM_ORDER if any(r.arm == a for recs in by_episode.values() for r in recs)]
     lines.append("## Episodes\n")
     lines.append("Each cell: static outcome / embodied outcome (✓ = success, else the failure class).\n")
@@ -687,13 +711,14 @@ def _html(
         *(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in facts),
         "</ul>",
         tables[0].html(),
-        "<h2>Figures</h2>",
-        *(
-            f"<h3>{html.escape(t)}</h3><img class='figure' alt='{html.escape(t)}' src='{_embed(p)}'>"
-            for t, p in summary
-        ),
-        "<h2>Tables</h2>",
-        *(t.html() for t in tables[1:]),
+    ]
+    for heading, section_tables, figures in _sections(tables[1:], summary):
+        parts.append(f"<h2>{html.escape(heading)}</h2>")
+        for title, path in figures:
+            alt = html.escape(title)
+            parts.append(f"<h3>{alt}</h3><img class='figure' alt='{alt}' src='{_embed(path)}'>")
+        parts += [t.html() for t in section_tables]
+    parts += [
         "<h2>Episodes</h2><p class='note'>Each cell: static outcome / embodied outcome (✓ = success, else the "
         "failure class). Figures are linked (files under figures/episodes/).</p>",
     ]
