@@ -10,7 +10,7 @@ accuracy under the run's configuration and the admissibility sweep's table:
 - ``figures/relations.png``: success per relation and overall for every arm with Wilson 95%
   intervals (static and embodied panels);
 - ``figures/scenes.png``: success per scene; ``figures/instances.png``: by same-category instances;
-- ``figures/map_quality.png``: per relation, the map and memory metrics (SIR, AEC, PA) on the
+- ``figures/map_quality.png``: per relation, the map and memory metrics (SIR, AEC, PA, TBS) on the
   episodes the two-visit agent passed and on those it failed (where the error budget goes);
 - ``figures/episodes/<episode>.png``: one top-down figure per episode (:func:`draw_episode`): the
   reachable grid of the evaluated world, both visits' map instances (the queried category
@@ -225,6 +225,7 @@ MAP_QUALITY = (
     ("visit2", "aec", "AEC of the visit-2 map"),
     ("visit2", "pa", "PA of the visit-2 map"),
     ("visit1", "aec", "AEC of the visit-1 map"),
+    ("visit2", "tbs", "TBS of the visit-2 map"),
 )
 """The map and memory metrics set against task success: (diagnostics section, key, label)."""
 
