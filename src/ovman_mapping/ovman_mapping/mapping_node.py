@@ -27,7 +27,6 @@ dotted name (e.g. ``encoder.kind``, ``node.start_visit``), read at start-up; the
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 import threading
@@ -38,7 +37,7 @@ import rclpy
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -64,6 +63,7 @@ from ovman_mapping.map_messages import (
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_sim import bundle
 from ovman_sim.messages import stamp_of
+from ovman_sim.spinning import spin_until_shutdown
 
 NODE_NAME = "mapping_node"
 START_VISIT_SERVICE = "~/start_visit"
@@ -263,9 +263,7 @@ def main(args: Sequence[str] | None = None) -> None:
         node = MappingNode()
         executor = MultiThreadedExecutor(num_threads=2)
         executor.add_node(node)
-        # Ctrl-C and an external shutdown are the normal ways to stop.
-        with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
-            executor.spin()
+        spin_until_shutdown(executor)
     finally:
         if node is not None:
             node.destroy_node()

@@ -48,7 +48,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -71,6 +71,7 @@ from ovman_nav.astar import plan_to_region
 from ovman_nav.executor import NavError, NavigableWorld, NavProgress, NavResult, NavSettings, NavTarget, navigate
 from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
 from ovman_sim.messages import header_msg, occupancy_grid_msg, pose_msg, start_pose_from_msg
+from ovman_sim.spinning import spin_until_shutdown
 from ovman_sim.world import Action, ActionResult
 
 NODE_NAME = "nav_node"
@@ -490,9 +491,9 @@ def main(args: list[str] | None = None) -> int:
         # Several threads: a running goal blocks one (and waits on sim_node replies handled by another).
         executor = MultiThreadedExecutor(num_threads=4)
         executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        return 0  # the normal ways to stop a node
+        spin_until_shutdown(executor)
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C before the executor spins
     finally:
         if node is not None:
             node.destroy_node()

@@ -17,7 +17,6 @@ maps), under their dotted names; read at start-up. Frames: REP 103 ``map`` on th
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -51,6 +50,7 @@ from ovman_query.query_messages import (
 )
 from ovman_query.query_requests import CachingAgent, VisitMap, answer_query
 from ovman_sim.messages import stamp_of
+from ovman_sim.spinning import spin_until_shutdown
 
 NODE_NAME = "query_node"
 ENCODER_NODE = "mapping_node"
@@ -163,9 +163,9 @@ def main(args: Sequence[str] | None = None) -> None:
     node = None
     try:
         node = QueryNode()
-        # Ctrl-C and an external shutdown are the normal ways to stop.
-        with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
-            rclpy.spin(node)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spin_until_shutdown(executor)
     finally:
         if node is not None:
             node.destroy_node()

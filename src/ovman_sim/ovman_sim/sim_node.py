@@ -36,7 +36,6 @@ start-up. Frames: REP 103/105 on the wire; the core works in AI2-THOR's world fr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import time
@@ -48,7 +47,7 @@ from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import OccupancyGrid, Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -73,6 +72,7 @@ from ovman_sim.messages import (
     time_msg,
 )
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
+from ovman_sim.spinning import spin_until_shutdown
 
 NODE_NAME = "sim_node"
 LOAD_VISIT_SERVICE = "~/load_visit"
@@ -315,9 +315,9 @@ def main(args: Sequence[str] | None = None) -> None:
     node = None
     try:
         node = SimNode()
-        # Ctrl-C and an external shutdown are the normal ways to stop.
-        with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
-            rclpy.spin(node)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spin_until_shutdown(executor)
     finally:
         if node is not None:
             node.destroy_node()
