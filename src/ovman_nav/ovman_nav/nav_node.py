@@ -246,6 +246,13 @@ class SimNodeWorld:
             raise RuntimeError(f"no {MAP_TOPIC} from sim_node yet")
         return from_occupancy_fields(occupancy_fields(message)).free_positions()
 
+    def refresh_pose(self) -> str:
+        """Read the agent's pose now through a Stop (it moves nothing and advances no time): the
+        latched ``/odom`` of a visit loaded just before the goal may not have been handled yet.
+        Returns the problem, or "" when the pose is current."""
+        result = self.step(Action.STOP)
+        return "" if result.success else result.message
+
     def step(self, action: Action) -> ActionResult:
         try:
             reply = self.client.call(Act.Request(action=action.value), timeout_sec=self.timeout_s)
@@ -434,6 +441,11 @@ class NavNode(Node):
                     f"nav_node has no world to drive: {problem}; run sim_node with a live visit, or start "
                     "nav_node with navigation.scene set (e.g. embedded-3)",
                 )
+            if not goal.target_may_move:
+                # A target that may move is followed by sight; a Stop would publish one more frame.
+                problem = self.sim.refresh_pose()
+                if problem:
+                    raise GoalError(NavError.SIM_FAILURE, f"sim_node cannot report the agent's pose: {problem}")
             world = self.sim
         if world is None:
             raise GoalError(NavError.SIM_FAILURE, "nav_node has no world to drive")
