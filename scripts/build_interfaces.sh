@@ -91,12 +91,13 @@ fi
 build_package ovman_interfaces "$repo_root/src/ovman_interfaces"
 
 imports='from ovman_interfaces.msg import Instance, InstanceMap, InstanceChange, ChangeSet
-from ovman_interfaces.srv import Query
+from ovman_interfaces.srv import ActSequence, Query
 from ovman_interfaces.action import Navigate
 from tf2_msgs.msg import TFMessage
 from rclpy.serialization import serialize_message
 # Serialising loads the C type support libraries, not just the Python modules.
 for t in (Instance, InstanceMap, InstanceChange, ChangeSet, Query.Request, Query.Response,
+          ActSequence.Request, ActSequence.Response,
           Navigate.Goal, Navigate.Result, Navigate.Feedback, TFMessage):
     serialize_message(t())'
 if ! check_import "$imports"; then

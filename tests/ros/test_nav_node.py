@@ -8,10 +8,11 @@ Needs rclpy and the interface packages built into the running venv (scripts/buil
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,21 +109,25 @@ class SimGraph:
     steps in well under a millisecond, too fast for that).
     """
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, nav_parameters: Sequence[str] = ()) -> None:
         self.sim = NodeProcess(
             [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args", "-p", f"node.scene:={SCENE}"],
             log_dir / "sim.log",
             name="sim_node",
         )
-        self.nav = NodeProcess([sys.executable, "-m", "ovman_nav.nav_node"], log_dir / "nav.log", name="nav_node")
+        nav_args = [sys.executable, "-m", "ovman_nav.nav_node"]
+        if nav_parameters:
+            nav_args += ["--ros-args", *(a for p in nav_parameters for a in ("-p", p))]
+        self.nav = NodeProcess(nav_args, log_dir / "nav.log", name="nav_node")
 
     def diagnosis(self) -> str:
         return f"{self.nav.diagnosis()}\n{self.sim.diagnosis()}"
 
 
 @pytest.fixture
-def sim_graph(ros_env: dict[str, str], tmp_path: Path) -> Iterator[SimGraph]:
-    graph = SimGraph(tmp_path)
+def sim_graph(request: pytest.FixtureRequest, ros_env: dict[str, str], tmp_path: Path) -> Iterator[SimGraph]:
+    """The graph; ``request.param`` (indirect parametrisation): nav_node parameters (name:=value)."""
+    graph = SimGraph(tmp_path, getattr(request, "param", ()))
     try:
         yield graph
     finally:
@@ -226,6 +231,8 @@ def distance(a: Point, b: Point) -> float:
     return math.hypot(a.x - b.x, a.y - b.y)
 
 
+# A cancel takes effect once the running action sequence has been executed: keep them short.
+@pytest.mark.parametrize("sim_graph", [["navigation.sequence_actions:=2"]], indirect=True, ids=["sequences_of_2"])
 def test_running_goals_cancel_over_dds_and_the_agent_stays_where_it_stopped(sim_graph, commander, home) -> None:
     start, reachable = home
     target = map_target(farthest(reachable, start.floor))
@@ -339,6 +346,56 @@ def test_query_reaches_the_query_service_in_another_process(ros_env, tmp_path, c
         assert response.explanation == "echo:where was the vase?|two_visit"
     finally:
         server.stop()
+
+
+def test_sim_node_world_steps_through_its_private_client_and_reports_a_silent_sim(rclpy_context) -> None:
+    """SimNodeWorld.step spins only its own hidden client node: it gets the reply of an Act server
+    that another executor runs, and a server that never answers becomes a failed action."""
+    import threading
+
+    from rclpy.callback_groups import ReentrantCallbackGroup
+    from rclpy.node import Node
+
+    from ovman_interfaces.srv import Act
+    from ovman_nav.nav_node import ACT_CLIENT_NODE, SIM_ACT_SERVICE, SimNodeWorld
+    from ovman_sim.messages import pose_msg
+    from ovman_sim.world import Action
+
+    answer = threading.Event()
+    answer.set()
+
+    def on_act(request: Act.Request, response: Act.Response) -> Act.Response:
+        if not answer.is_set():
+            time.sleep(1.0)  # longer than the client's timeout: the reply comes too late
+        response.success = request.action == Action.MOVE_AHEAD.value
+        response.pose.pose = pose_msg((1.0, -2.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+        return response
+
+    sim = Node("sim_node", context=rclpy_context)
+    sim.create_service(Act, SIM_ACT_SERVICE, on_act)
+    nav = Node("nav_node", context=rclpy_context)
+    navigation = dataclasses.replace(CONFIG.nav_node.navigation, sim_timeout_s=0.3)
+    world = SimNodeWorld(nav, ReentrantCallbackGroup(), navigation)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(sim)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        assert world.client.wait_for_service(timeout_sec=DISCOVERY_TIMEOUT_S)
+        assert ACT_CLIENT_NODE in sim.get_node_names()
+        result = world.step(Action.MOVE_AHEAD)
+        assert result.success and not result.collided
+        # map (1, -2) is AI2-THOR floor (x, z) = (2, 1)
+        assert world.agent_pose().floor == pytest.approx((2.0, 1.0))
+        answer.clear()
+        late = world.step(Action.MOVE_AHEAD)
+        assert not late.success and "did not answer" in late.message
+    finally:
+        executor.shutdown()
+        spinner.join(timeout=5.0)
+        world.destroy()
+        nav.destroy_node()
+        sim.destroy_node()
 
 
 # --- message conversions of nav_node (no graph) ------------------------------------------------

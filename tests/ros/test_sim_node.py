@@ -6,6 +6,7 @@ Needs rclpy and the interface packages built into the running venv (scripts/buil
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -32,8 +33,8 @@ try:
     from std_msgs.msg import String
     from tf2_msgs.msg import TFMessage
 
-    from ovman_interfaces.srv import Act, LoadVisit, PlayTour
-    from ovman_sim.messages import image_array, stamp_of
+    from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
+    from ovman_sim.messages import floor_pose_msg, image_array, stamp_of, start_pose_from_msg
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -51,7 +52,13 @@ SCENE = "embedded-3"
 # The node starts a numba-compiled renderer and discovery has multi-second tails (notes): be generous.
 START_TIMEOUT_S = 60.0
 CALL_TIMEOUT_S = 30.0
-SERVICES = {"load_visit": LoadVisit, "act": Act, "play_tour": PlayTour, "set_parameters": SetParameters}
+SERVICES = {
+    "load_visit": LoadVisit,
+    "act": Act,
+    "act_sequence": ActSequence,
+    "play_tour": PlayTour,
+    "set_parameters": SetParameters,
+}
 BUNDLE_TOPICS = {
     bundle.RGB_TOPIC: Image,
     bundle.DEPTH_TOPIC: Image,
@@ -260,6 +267,34 @@ def test_play_tour_publishes_every_frame_records_it_and_replays_the_recording(pr
 
     missing = probe.call("load_visit", LoadVisit.Request(recording=str(tmp_path / "nowhere")))
     assert not missing.success and "nowhere: no recording there" in missing.message
+
+
+def test_act_sequence_publishes_a_bundle_per_action_and_stops_at_an_unexpected_pose(probe: Probe, sim_node):
+    probe.spin_until(lambda: probe.complete_stamps(), "the bundle of the loaded scene", START_TIMEOUT_S)
+    (loaded,) = probe.complete_stamps()
+    start = start_pose_from_msg(probe.by_stamp[loaded][bundle.ODOM_TOPIC].pose.pose, 0.0)
+    turn = CONFIG.sim_node.world.rotate_step_deg
+    right = dataclasses.replace(start, yaw_deg=(start.yaw_deg + turn) % 360.0)
+    twice = dataclasses.replace(start, yaw_deg=(start.yaw_deg + 2 * turn) % 360.0)
+    request = ActSequence.Request(
+        actions=["RotateRight", "RotateRight", "RotateRight"],
+        expected=[floor_pose_msg(p) for p in (right, twice, right)],  # the third cannot end where expected
+        position_tolerance=1e-6,
+        yaw_tolerance_deg=1e-6,
+    )
+    reply = probe.call("act_sequence", request)
+    assert list(reply.success) == [True, True, True] and list(reply.collided) == [False] * 3
+    assert "action 2 (RotateRight) ended" in reply.message
+    stamps = [stamp_of(p.header) for p in reply.poses]
+    assert loaded < stamps[0] < stamps[1] < stamps[2]
+    assert [start_pose_from_msg(p.pose, 0.0).yaw_deg for p in reply.poses[:2]] == pytest.approx(
+        [right.yaw_deg, twice.yaw_deg]
+    )
+    probe.spin_until(lambda: set(stamps) <= set(probe.complete_stamps()), "a bundle per action", CALL_TIMEOUT_S)
+
+    refused = probe.call("act_sequence", ActSequence.Request(actions=["RotateLeft", "Jump"]))
+    assert list(refused.success) == [] and "unknown action 'Jump'" in refused.message
+    assert sim_node.stop() == 0, sim_node.diagnosis()
 
 
 def set_parameter(probe: Probe, name: str, value: ParameterValue) -> Any:

@@ -53,6 +53,39 @@ def test_actions_advance_the_stamp_by_one_step_dt_and_unknown_ones_are_refused(s
         session.act("Fly")
 
 
+def test_an_action_sequence_runs_as_single_actions_until_a_pose_is_not_the_expected_one(session):
+    session.load_scene(SCENE)
+    start = session.world.agent_pose()
+    turn = CONFIG.sim_node.world.rotate_step_deg
+    right = dataclasses.replace(start, yaw_deg=(start.yaw_deg + turn) % 360.0)
+    back = dataclasses.replace(start, yaw_deg=start.yaw_deg % 360.0)
+    wrong = dataclasses.replace(start, yaw_deg=(start.yaw_deg + 2 * turn) % 360.0)
+    done, why = session.act_sequence(["RotateRight", "RotateLeft"], [right, back], 1e-6, 1e-6)
+    assert why == "" and [r.success for r, _ in done] == [True, True]
+    assert [f.observation.step for _, f in done] == [1, 2] and [f.stamp_ns for _, f in done] == [DT_NS, 2 * DT_NS]
+    assert [f.observation.pose.yaw_deg for _, f in done] == pytest.approx([right.yaw_deg, back.yaw_deg % 360.0])
+    # The second action ends off its expected pose: the third is not executed.
+    done, why = session.act_sequence(["RotateRight", "RotateRight", "RotateRight"], [right, right, wrong], 1e-6, 1e-6)
+    assert (
+        len(done) == 2 and "action 1 (RotateRight) ended" in why and session.world.agent_pose().yaw_deg != right.yaw_deg
+    )
+    # Without expected poses only failures and collisions stop a sequence.
+    assert len(session.act_sequence(["RotateLeft"] * 3, [], 1e-6, 1e-6)[0]) == 3
+
+
+def test_an_action_sequence_stops_at_a_collision_and_checks_its_request_first(session):
+    session.load_scene(SCENE)
+    done, why = session.act_sequence(["MoveAhead"] * 200, [], 1e-6, 1e-6)
+    assert 1 <= len(done) < 200 and done[-1][0].collided and "collided" in why
+    assert all(r.success for r, _ in done[:-1])
+    steps = session.world.agent_pose(), done[-1][1].observation.step
+    with pytest.raises(SessionError, match="unknown action 'Fly'"):
+        session.act_sequence(["RotateLeft", "Fly"], [], 1e-6, 1e-6)
+    with pytest.raises(SessionError, match="2 actions but 1 expected poses"):
+        session.act_sequence(["RotateLeft", "RotateLeft"], [AgentPose(0.0, 0.0)], 1e-6, 1e-6)
+    assert (session.world.agent_pose(), session.latest.observation.step) == steps, "nothing was executed"
+
+
 def test_nothing_can_be_done_before_a_visit_is_loaded(session):
     with pytest.raises(SessionError, match="no live world is loaded"):
         session.act("MoveAhead")

@@ -322,6 +322,9 @@ class NavigationParams:
     scene: str
     feedback_period_s: float
     sim_timeout_s: float
+    sequence_actions: int
+    sequence_position_tolerance: float
+    sequence_yaw_tolerance_deg: float
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ degrees, positive looking down (AI2-THOR's ``cameraHorizon``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator, Mapping
 
 from ovman_core.boxes import Box3, Vec2, Vec3, floor_point
@@ -85,3 +86,8 @@ class AgentPose:
     @property
     def floor(self) -> Vec2:
         return (self.x, self.z)
+
+    def deviation(self, other: AgentPose) -> tuple[float, float]:
+        """Floor distance (m) and absolute yaw difference (deg, 0-180) from ``other``."""
+        turn = abs(self.yaw_deg - other.yaw_deg) % 360.0
+        return math.hypot(self.x - other.x, self.z - other.z), min(turn, 360.0 - turn)

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-from geometry_msgs.msg import Point, PointStamped, Pose, PoseStamped
+from geometry_msgs.msg import Point, PointStamped, PoseStamped
 from nav_msgs.msg import OccupancyGrid
 from rclpy.client import Client
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -63,7 +63,7 @@ from std_msgs.msg import String
 
 from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
-from ovman_core.frames import ros_to_thor_point, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
+from ovman_core.frames import ros_to_thor_point, thor_to_ros_point
 from ovman_core.grid import from_occupancy_fields
 from ovman_core.relations import Relation
 from ovman_core.world_state import AgentPose, WorldState
@@ -116,7 +116,7 @@ from ovman_sim.bundle import (
     object_state_to_dict,
     parse_ground_truth_json,
 )
-from ovman_sim.messages import pose_msg, stamp_of
+from ovman_sim.messages import floor_pose_msg, stamp_of
 from ovman_sim.world import Action, Observation
 
 NODE_NAME = BENCHMARK_NODE
@@ -460,13 +460,10 @@ class BenchmarkNode(Node):
             scene=record.scene.name,
             objects_json=json.dumps([object_state_to_dict(o) for o in objects]),
             use_start_pose=True,
-            start_pose=Pose(),
+            start_pose=floor_pose_msg(pose),
             start_horizon_deg=float(pose.horizon_deg),
             mover_instance_id=mover or "",
             mover_seed=int(record.seeds.navigation_mover or 0) if mover else 0,
-        )
-        request.start_pose = pose_msg(
-            thor_to_ros_point((pose.x, 0.0, pose.z)), yaw_quaternion(thor_yaw_to_ros(pose.yaw_deg))
         )
         received = self.grid_count
         self.truth_frames.clear()  # frames of earlier loads are not needed

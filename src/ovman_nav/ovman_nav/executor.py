@@ -10,6 +10,14 @@ Stop action as soon as the success geometry (Eq. 4) holds for the current estima
 
 Step accounting: every primitive action counts, Stop included; the last action of the budget is
 reserved for Stop, so at most ``max_steps − 1`` motions are executed.
+
+Action sequences: when the world can execute several actions in one request
+(:class:`SequenceWorld`, e.g. sim_node over DDS) and the target cannot change (no target
+updates), the run predicts the actions its plan leads to, with the pose each should reach, up to
+``sequence_actions`` of them, the first pose that passes the success test, or the end of the step
+budget, and sends them together. The world stops after the first action that fails, collides or
+ends anywhere but its predicted pose, so the run goes on from exactly the state one action at a
+time would have reached: results are the same, with one round trip per sequence.
 """
 
 from __future__ import annotations
@@ -17,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Callable, Collection, Iterator
-from typing import Protocol
+from collections import deque
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Protocol, runtime_checkable
 
 from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import OvmanConfig
@@ -75,7 +84,8 @@ class NavSettings:
 
     ``resolution``: grid cell and MoveAhead length (m, sim_node.world.grid_size);
     ``rotate_step_deg``: one RotateLeft/RotateRight (deg); ``success_radius``: R (m);
-    ``max_steps``: T_max (actions, Stop included); the rest as in config ``navigation``.
+    ``max_steps``: T_max (actions, Stop included); ``sequence_actions``: most actions sent to a
+    :class:`SequenceWorld` at once; the rest as in config ``navigation``.
     """
 
     resolution: float
@@ -86,6 +96,7 @@ class NavSettings:
     max_replans: int
     max_collisions: int
     retarget_distance: float
+    sequence_actions: int = 1
 
     def __post_init__(self) -> None:
         checks = {
@@ -96,6 +107,7 @@ class NavSettings:
             "navigation.max_replans": self.max_replans >= 0,
             "navigation.max_collisions": self.max_collisions >= 0,
             "navigation.retarget_distance": self.retarget_distance >= 0.0,
+            "navigation.sequence_actions": self.sequence_actions >= 1,
         }
         for key, ok in checks.items():
             if not ok:
@@ -119,6 +131,7 @@ class NavSettings:
             max_replans=nav.max_replans,
             max_collisions=nav.max_collisions,
             retarget_distance=nav.retarget_distance,
+            sequence_actions=nav.sequence_actions,
         )
 
 
@@ -130,6 +143,29 @@ class NavigableWorld(Protocol):
     def step(self, action: Action) -> ActionResult: ...
 
     def reachable_positions(self) -> list[Vec2]: ...
+
+
+@runtime_checkable
+class SequenceWorld(NavigableWorld, Protocol):
+    """A NavigableWorld that executes several actions per request (sim_node's act_sequence)."""
+
+    def step_sequence(
+        self, actions: Sequence[Action], expected: Sequence[AgentPose]
+    ) -> list[tuple[ActionResult, AgentPose]]:
+        """Execute ``actions`` in order, stopping after the first that fails, collides, or ends
+        anywhere but its ``expected`` pose (within the world's tolerances); the result and the
+        pose after each executed action (at least the first one)."""
+        ...
+
+
+def predicted_pose(pose: AgentPose, action: Action, step: tuple[int, int], settings: NavSettings) -> AgentPose:
+    """Where ``action`` leaves an agent at ``pose`` if nothing blocks it: a MoveAhead moves one
+    cell by ``step`` (grid cells along x, z), a rotation turns by ``rotate_step_deg``."""
+    if action is Action.MOVE_AHEAD:
+        res = settings.resolution
+        return dataclasses.replace(pose, x=pose.x + step[0] * res, z=pose.z + step[1] * res)
+    turn = settings.rotate_step_deg if action is Action.ROTATE_RIGHT else -settings.rotate_step_deg
+    return dataclasses.replace(pose, yaw_deg=(pose.yaw_deg + turn) % 360.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +235,16 @@ def navigate(
     return _Run(world, settings, target_may_move, target_updates, should_cancel, on_progress, on_plan).run(target)
 
 
+def facing_action(pose: AgentPose, here: Cell, there: Cell) -> Action:
+    """From ``pose`` at cell ``here``: turn towards ``there`` (the shorter way), or move ahead
+    when facing it."""
+    desired = _YAW_OF_STEP[(there[0] - here[0], there[1] - here[1])]
+    turn = (desired - pose.yaw_deg) % 360.0
+    if min(turn, 360.0 - turn) <= YAW_TOLERANCE_DEG:
+        return Action.MOVE_AHEAD
+    return Action.ROTATE_RIGHT if turn <= 180.0 else Action.ROTATE_LEFT
+
+
 class _Run:
     """State of one navigation run (counters, blocked edges, the current plan)."""
 
@@ -235,6 +281,8 @@ class _Run:
         # True while every route is blocked by edges that will expire: turn in place until one does.
         self.waiting = False
         self.waiting_turn = Action.ROTATE_RIGHT
+        # Actions the world has executed ahead of the run (one action sequence), with their outcome.
+        self.executed: deque[tuple[Action, ActionResult, AgentPose]] = deque()
 
     @property
     def replans(self) -> int:
@@ -249,7 +297,8 @@ class _Run:
         except GridError as err:
             return self.finish(NavError.SIM_FAILURE, f"the world's reachable grid is unusable: {err}")
         while True:
-            if self.should_cancel is not None and self.should_cancel():
+            # Actions already executed are accounted for before a cancel takes effect.
+            if not self.executed and self.should_cancel is not None and self.should_cancel():
                 return self.finish(NavError.CANCELED, "navigation was canceled")
             target = self.poll_target(target)
             self.expire_blocks()
@@ -279,10 +328,10 @@ class _Run:
                 action = self.next_action(self.path[0], self.path[1])
                 if action is Action.MOVE_AHEAD:
                     edge = edge_between(self.path[0], self.path[1])
-            result = self.world.step(action)
+            result, pose = self.execute(action, target)
             self.steps += 1
             previous = self.pose.floor
-            self.pose = self.world.agent_pose()
+            self.pose = pose
             self.path_length += math.hypot(self.pose.x - previous[0], self.pose.z - previous[1])
             if self.pose.floor != previous:
                 self.trajectory.append(self.pose.floor)
@@ -306,6 +355,48 @@ class _Run:
                 # Anywhere but the planned next cell (the world displaced the agent): plan afresh.
                 self.path = self.path[1:] if self.path is not None and cell == self.path[1] else None
             self.report(target)
+
+    def execute(self, action: Action, target: NavTarget) -> tuple[ActionResult, AgentPose]:
+        """``action``'s result and the pose after it: the next of the sequence already executed,
+        else from the world (a new sequence when it can take one)."""
+        if not self.executed:
+            actions = self.predicted_actions(action, target)
+            if len(actions) > 1:
+                assert isinstance(self.world, SequenceWorld)
+                done = self.world.step_sequence([a for a, _ in actions], [p for _, p in actions])
+                if not 1 <= len(done) <= len(actions):
+                    raise RuntimeError(f"the world executed {len(done)} of a sequence of {len(actions)} actions")
+                self.executed.extend((a, r, p) for (a, _), (r, p) in zip(actions, done, strict=False))
+            else:
+                self.executed.append((action, self.world.step(action), self.world.agent_pose()))
+        executed, result, pose = self.executed.popleft()
+        if executed is not action:
+            raise RuntimeError(f"the run chose {action.value} where the world had executed {executed.value}")
+        return result, pose
+
+    def predicted_actions(self, first: Action, target: NavTarget) -> list[tuple[Action, AgentPose]]:
+        """``first`` and the actions the current plan leads to after it, each with the pose it
+        should reach, while nothing may change the target: up to ``sequence_actions``, the first
+        pose that passes the success test, the end of the plan or of the step budget."""
+        limit = min(self.settings.sequence_actions, self.settings.max_steps - 1 - self.steps)
+        if self.path is None or self.target_updates is not None or not isinstance(self.world, SequenceWorld):
+            limit = 1
+        path, pose, action = self.path, self.pose, first
+        out: list[tuple[Action, AgentPose]] = []
+        while True:
+            step = (path[1][0] - path[0][0], path[1][1] - path[0][1]) if path is not None and len(path) > 1 else (0, 0)
+            pose = predicted_pose(pose, action, step, self.settings)
+            out.append((action, pose))
+            if action is Action.MOVE_AHEAD and path is not None:
+                path = path[1:]
+            if (
+                len(out) >= limit
+                or path is None
+                or len(path) < 2
+                or embodied_success(pose.floor, target.region, self.settings.success_radius)
+            ):
+                return out
+            action = facing_action(pose, path[0], path[1])
 
     def poll_target(self, target: NavTarget) -> NavTarget:
         """The newest usable estimate; one farther than ``retarget_distance`` from the estimate the
@@ -367,14 +458,11 @@ class _Run:
         )
 
     def next_action(self, here: Cell, there: Cell) -> Action:
-        """Turn towards ``there`` (the shorter way) or move ahead when facing it."""
-        desired = _YAW_OF_STEP[(there[0] - here[0], there[1] - here[1])]
-        turn = (desired - self.pose.yaw_deg) % 360.0
-        if min(turn, 360.0 - turn) <= YAW_TOLERANCE_DEG:
-            return Action.MOVE_AHEAD
-        return Action.ROTATE_RIGHT if turn <= 180.0 else Action.ROTATE_LEFT
+        return facing_action(self.pose, here, there)
 
     def stop(self) -> NavResult:
+        if self.executed:
+            raise RuntimeError(f"the run stops with {len(self.executed)} executed actions not accounted for")
         result = self.world.step(Action.STOP)
         self.steps += 1
         if not result.success:

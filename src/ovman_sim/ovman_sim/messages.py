@@ -31,7 +31,7 @@ from tf2_msgs.msg import TFMessage
 
 from ovman_core.config import FramesConfig
 from ovman_core.frames import Quaternion as QuaternionTuple
-from ovman_core.frames import ros_to_thor_point, ros_yaw_to_thor
+from ovman_core.frames import ros_to_thor_point, ros_yaw_to_thor, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
 from ovman_core.grid import OccupancyGridFields
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_sim import bundle
@@ -207,6 +207,12 @@ def occupancy_grid_msg(fields: OccupancyGridFields, stamp_ns: int) -> OccupancyG
     info.origin = pose_msg(fields.origin_position, fields.origin_orientation)
     message.data = array.array("b", np.asarray(fields.data, dtype=np.int8).tobytes())
     return message
+
+
+def floor_pose_msg(pose: AgentPose) -> Pose:
+    """base_link of an agent at ``pose`` (AI2-THOR world) in ``map`` (REP 103): on the floor, the
+    agent's yaw; the inverse of :func:`start_pose_from_msg` but for the horizon."""
+    return pose_msg(thor_to_ros_point((pose.x, 0.0, pose.z)), yaw_quaternion(thor_yaw_to_ros(pose.yaw_deg)))
 
 
 def start_pose_from_msg(pose: Pose, horizon_deg: float) -> AgentPose:

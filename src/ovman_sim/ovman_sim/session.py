@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ovman_core.config import OvmanConfig, SimConfig
@@ -133,6 +133,42 @@ class SimSession:
             raise SessionError(str(err)) from None
         result = self.world.step(parsed)
         return result, self._frame(self.world.observe(), self.world.objects())
+
+    def act_sequence(
+        self,
+        actions: Sequence[str],
+        expected: Sequence[AgentPose],
+        position_tolerance: float,
+        yaw_tolerance_deg: float,
+    ) -> tuple[list[tuple[ActionResult, Frame]], str]:
+        """Execute ``actions`` in order, each as :meth:`act` does, stopping after the first that
+        fails, collides, or ends farther than ``position_tolerance`` (m, floor) or
+        ``yaw_tolerance_deg`` from its ``expected`` pose (none given: no pose check).
+
+        Returns the executed actions' results and frames, in order, and why the sequence ended
+        early ("" when every action ran as expected). Unknown action names fail before any runs."""
+        if expected and len(expected) != len(actions):
+            raise SessionError(f"act_sequence: {len(actions)} actions but {len(expected)} expected poses")
+        if self.mode is not Mode.LIVE:
+            raise SessionError(f"act: no live world is loaded (the session holds {self.mode.value}); call load_visit")
+        try:
+            action_sequence(actions)
+        except ValueError as err:
+            raise SessionError(str(err)) from None
+        done: list[tuple[ActionResult, Frame]] = []
+        for index, action in enumerate(actions):
+            result, frame = self.act(action)
+            done.append((result, frame))
+            if result.collided or not result.success:
+                what = "collided" if result.collided else "failed"
+                return done, f"action {index} ({action}) {what}{': ' + result.message if result.message else ''}"
+            if expected:
+                distance, turn = frame.observation.pose.deviation(expected[index])
+                if distance > position_tolerance or turn > yaw_tolerance_deg:
+                    return done, (
+                        f"action {index} ({action}) ended {distance:.4f} m and {turn:.3f} deg from its expected pose"
+                    )
+        return done, ""
 
     def play(self, record_path: str | Path | None = None, visit: int = 1) -> Iterator[Frame]:
         """Yield the frames of the loaded visit: the coverage tour of the live world, or every frame

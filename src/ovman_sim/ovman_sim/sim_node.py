@@ -29,9 +29,11 @@ Latched (transient local): ``/tf_static`` (``map → odom``, ``camera_link → c
 and ``/map`` (nav_msgs/OccupancyGrid of the reachable grid, published when a live visit loads).
 
 Services (ovman_interfaces/srv): ``~/load_visit`` (LoadVisit), ``~/act`` (Act),
-``~/play_tour`` (PlayTour). Parameters: every key of ``sim_node`` and ``/**`` in
-config/ovman.yaml under its dotted name (e.g. ``node.scene``, ``tour.max_waypoints``), read at
-start-up. Frames: REP 103/105 on the wire; the core works in AI2-THOR's world frame.
+``~/act_sequence`` (ActSequence: several actions in one round trip, each published as an Act's,
+stopping at the first failure, collision or unexpected pose), ``~/play_tour`` (PlayTour).
+Parameters: every key of ``sim_node`` and ``/**`` in config/ovman.yaml under its dotted name
+(e.g. ``node.scene``, ``tour.max_waypoints``), read at start-up. Frames: REP 103/105 on the wire;
+the core works in AI2-THOR's world frame.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from tf2_msgs.msg import TFMessage
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
 from ovman_core.world_state import WorldState
-from ovman_interfaces.srv import Act, LoadVisit, PlayTour
+from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
 from ovman_sim import bundle
 from ovman_sim.bundle import BundleFormatError, object_state_from_dict
 from ovman_sim.messages import (
@@ -77,6 +79,7 @@ from ovman_sim.spinning import spin_until_shutdown
 NODE_NAME = "sim_node"
 LOAD_VISIT_SERVICE = "~/load_visit"
 ACT_SERVICE = "~/act"
+ACT_SEQUENCE_SERVICE = "~/act_sequence"
 PLAY_TOUR_SERVICE = "~/play_tour"
 NO_WAIT = Duration(seconds=0)
 ACT_CAMERA_PARAMETER = "node.act_camera"
@@ -141,6 +144,7 @@ class SimNode(Node):
         )
         self.create_service(LoadVisit, LOAD_VISIT_SERVICE, self._on_load_visit)
         self.create_service(Act, ACT_SERVICE, self._on_act)
+        self.create_service(ActSequence, ACT_SEQUENCE_SERVICE, self._on_act_sequence)
         self.create_service(PlayTour, PLAY_TOUR_SERVICE, self._on_play_tour)
         # Static transforms hold for all time: stamp 0.
         self._tf_static.publish(static_tf_message(self.config.frames, 0))
@@ -219,6 +223,26 @@ class SimNode(Node):
         response.success, response.collided, response.message = result.success, result.collided, result.message
         response.step = frame.observation.step
         response.pose = base_pose_msg(frame.observation, frame.stamp_ns, self.config.frames)
+        return response
+
+    def _on_act_sequence(self, request: ActSequence.Request, response: ActSequence.Response) -> ActSequence.Response:
+        try:
+            done, response.message = self.session.act_sequence(
+                list(request.actions),
+                [start_pose_from_msg(pose, 0.0) for pose in request.expected],
+                request.position_tolerance,
+                request.yaw_tolerance_deg,
+            )
+        except SessionError as err:
+            response.message = str(err)
+            return response
+        camera = self.config.sim_node.node.act_camera
+        for result, frame in done:
+            self._publish(frame, camera=camera)
+            response.success.append(result.success)
+            response.collided.append(result.collided)
+            response.poses.append(base_pose_msg(frame.observation, frame.stamp_ns, self.config.frames))
+        response.step = done[-1][1].observation.step if done else 0
         return response
 
     def _on_play_tour(self, request: PlayTour.Request, response: PlayTour.Response) -> PlayTour.Response:
