@@ -21,9 +21,11 @@ Interfaces:
 
 The World the builtin backend drives: with ``navigation.scene`` set (e.g. ``embedded-3``) the
 node owns one, created from ``sim_node.world.kind`` and loaded at start-up; with an empty scene it
-drives sim_node over DDS (:class:`SimNodeWorld`: actions through ``/sim_node/act``, the
-reachable grid from sim_node's latched ``/map``, the pose from ``/odom``). A goal finding neither
-aborts with SIM_FAILURE.
+drives sim_node over DDS (:class:`SimNodeWorld`: actions through ``/sim_node/act``, or, for a
+fixed target, the predicted actions of the plan through ``/sim_node/act_sequence``, up to
+``navigation.sequence_actions`` per round trip; the reachable grid from sim_node's latched
+``/map``, the pose from ``/odom``). A goal finding neither aborts with SIM_FAILURE. A cancel
+takes effect once the running sequence has been executed.
 
 Parameters: every key of ``ovman_core.config.node_parameters(config, "nav_node")`` under the
 same dotted name; the config file is ``$OVMAN_CONFIG`` or the default one.
