@@ -395,3 +395,19 @@ def test_change_set_and_answer_marker_are_latched(graph: Graph):
     disc = markers[1]
     assert (disc.pose.position.x, disc.pose.position.y) == (answer.goal.point.x, answer.goal.point.y)
     assert disc.scale.x == pytest.approx(2.0 * CONFIG.task.static_gate_radius)
+
+
+def test_finish_visit_times_out_while_bundles_keep_being_served_and_the_visit_stays_open(graph: Graph):
+    """finish_visit waits without holding mapping_node's only thread: its timeout fires, and the
+    node answers other requests meanwhile and after (runs last: it leaves visit 1 open)."""
+    probe = graph.probe
+    assert probe.call("start_visit", MapVisit.Request(visit=1)).success
+    pending = probe.clients["finish_visit"].call_async(MapVisit.Request(visit=1, expected_frames=5, timeout_s=1.0))
+    wrong = probe.call("start_visit", MapVisit.Request(visit=3))  # answered while the finish waits
+    assert not wrong.success and not pending.done()
+    probe.spin_until(pending.done, "finish_visit timed out", CALL_TIMEOUT_S)
+    timed_out = pending.result()
+    assert not timed_out.success and timed_out.frames == 0
+    assert "visit 1 stays open: timed out after 1.0 s waiting for 5 bundles" in timed_out.message
+    other = probe.call("finish_visit", MapVisit.Request(visit=2, expected_frames=1))
+    assert not other.success and "cannot finish visit 2: visit 1 is open" in other.message

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,10 +36,11 @@ import rclpy
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
@@ -119,9 +119,8 @@ class MappingNode(Node):
         self.sync: StampSynchronizer[Any] = StampSynchronizer(BUNDLE_TOPICS, settings.sync_max_pending)
         self.rejected = 0
         self.outside_visit = 0
-        self._condition = threading.Condition()
-        frames_group = MutuallyExclusiveCallbackGroup()
-        services_group = MutuallyExclusiveCallbackGroup()
+        self._finishing: tuple[int, Future[bool]] | None = None
+        """The bundle count a running finish_visit waits for, and its future (True: reached)."""
         frames_qos = QoSProfile(
             depth=settings.qos_depth,
             history=HistoryPolicy.KEEP_LAST,
@@ -129,13 +128,14 @@ class MappingNode(Node):
             durability=DurabilityPolicy.VOLATILE,
         )
         for topic, kind in BUNDLE_TOPICS.items():
-            self.create_subscription(
-                kind, topic, functools.partial(self._on_message, topic), frames_qos, callback_group=frames_group
-            )
+            self.create_subscription(kind, topic, functools.partial(self._on_message, topic), frames_qos)
         self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), LATCHED) for v in VISITS}
         self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), LATCHED) for v in VISITS}
-        self.create_service(MapVisit, START_VISIT_SERVICE, self._on_start_visit, callback_group=services_group)
-        self.create_service(MapVisit, FINISH_VISIT_SERVICE, self._on_finish_visit, callback_group=services_group)
+        self.create_service(MapVisit, START_VISIT_SERVICE, self._on_start_visit)
+        # Its own group: while a finish waits, the default group's bundles and timers keep running.
+        self.create_service(
+            MapVisit, FINISH_VISIT_SERVICE, self._on_finish_visit, callback_group=MutuallyExclusiveCallbackGroup()
+        )
         if settings.start_visit:
             self.mapper.start(settings.start_visit)
         self.get_logger().info(f"encoder {self.encoder.description}; open visit: {self.mapper.visit or 'none'}")
@@ -162,7 +162,7 @@ class MappingNode(Node):
     # ---------------------------------------------------------------- frames
 
     def _on_message(self, topic: str, message: Any) -> None:
-        if self.mapper.visit is None:  # read without the lock: a visit opening now resets the synchroniser anyway
+        if self.mapper.visit is None:
             if topic == bundle.RGB_TOPIC:
                 self.outside_visit += 1
             return
@@ -175,26 +175,26 @@ class MappingNode(Node):
         except bundle.BundleFormatError as err:
             self._reject(f"{topic}: {err}")
             return
-        with self._condition:
-            complete = self.sync.add(topic, stamp, item)
-            if complete is None:
-                return
-            items = complete.items
-            try:
-                observation = observation_from_bundle(
-                    items[bundle.RGB_TOPIC],
-                    items[bundle.DEPTH_TOPIC],
-                    items[bundle.INSTANCES_TOPIC],
-                    items[bundle.INSTANCE_LABELS_TOPIC],
-                    items[bundle.CAMERA_INFO_TOPIC],
-                    items[bundle.CAMERA_POSE_TOPIC],
-                    self.config.frames.map,
-                )
-                self.mapper.add(observation, complete.stamp_ns)
-            except (MapMessageError, FrameFormatError, VisitError) as err:
-                self._reject(str(err))
-                return
-            self._condition.notify_all()
+        complete = self.sync.add(topic, stamp, item)
+        if complete is None:
+            return
+        items = complete.items
+        try:
+            observation = observation_from_bundle(
+                items[bundle.RGB_TOPIC],
+                items[bundle.DEPTH_TOPIC],
+                items[bundle.INSTANCES_TOPIC],
+                items[bundle.INSTANCE_LABELS_TOPIC],
+                items[bundle.CAMERA_INFO_TOPIC],
+                items[bundle.CAMERA_POSE_TOPIC],
+                self.config.frames.map,
+            )
+            self.mapper.add(observation, complete.stamp_ns)
+        except (MapMessageError, FrameFormatError, VisitError) as err:
+            self._reject(str(err))
+            return
+        if self._finishing is not None and self.mapper.frames >= self._finishing[0]:
+            self._finishing[1].set_result(True)
 
     def _reject(self, reason: str) -> None:
         self.rejected += 1
@@ -212,40 +212,38 @@ class MappingNode(Node):
     # ---------------------------------------------------------------- services
 
     def _on_start_visit(self, request: MapVisit.Request, response: MapVisit.Response) -> MapVisit.Response:
-        with self._condition:
-            try:
-                self.mapper.start(int(request.visit))
-            except VisitError as err:
-                response.success, response.message = False, str(err)
-                return response
-            self.sync.reset()
-            self.rejected = 0
+        try:
+            self.mapper.start(int(request.visit))
+        except VisitError as err:
+            response.success, response.message = False, str(err)
+            return response
+        self.sync.reset()
+        self.rejected = 0
         response.success, response.frames = True, 0
         response.message = f"visit {request.visit} is open"
         self.get_logger().info(response.message)
         return response
 
-    def _on_finish_visit(self, request: MapVisit.Request, response: MapVisit.Response) -> MapVisit.Response:
+    async def _on_finish_visit(self, request: MapVisit.Request, response: MapVisit.Response) -> MapVisit.Response:
+        """Waits (without holding the executor, which goes on fusing bundles) for the expected bundles."""
         visit, expected = int(request.visit), int(request.expected_frames)
         timeout = request.timeout_s if request.timeout_s > 0.0 else self.config.mapping_node.node.finish_timeout_s
-        with self._condition:
-            if self.mapper.visit != visit:
-                open_visit = f"visit {self.mapper.visit} is open" if self.mapper.visit else "no visit is open"
-                response.success, response.message = False, f"cannot finish visit {visit}: {open_visit}"
-                return response
-            if expected:
-                self._condition.wait_for(lambda: self.mapper.frames >= expected, timeout)
-                if self.mapper.frames != expected:
-                    response.success, response.frames = False, self.mapper.frames
-                    why = "timed out" if self.mapper.frames < expected else "more bundles than expected arrived"
-                    response.message = (
-                        f"visit {visit} stays open: {why} after {timeout:.1f} s waiting for {expected} bundles; "
-                        f"{self._state()}"
-                    )
-                    self.get_logger().warning(response.message)
-                    return response
-            summary = self._state()
-            instance_map, stamps = self.mapper.finish(visit)
+        if self.mapper.visit != visit:
+            open_visit = f"visit {self.mapper.visit} is open" if self.mapper.visit else "no visit is open"
+            response.success, response.message = False, f"cannot finish visit {visit}: {open_visit}"
+            return response
+        if expected and self.mapper.frames < expected:
+            await self._bundles(expected, timeout)
+        if expected and self.mapper.frames != expected:
+            response.success, response.frames = False, self.mapper.frames
+            why = "timed out" if self.mapper.frames < expected else "more bundles than expected arrived"
+            response.message = (
+                f"visit {visit} stays open: {why} after {timeout:.1f} s waiting for {expected} bundles; {self._state()}"
+            )
+            self.get_logger().warning(response.message)
+            return response
+        summary = self._state()
+        instance_map, stamps = self.mapper.finish(visit)
         message = instance_map_msg(instance_map, stamps, self.config.frames.map, self.get_clock().now().to_msg())
         self._map_publishers[visit].publish(message)
         self._marker_publishers[visit].publish(map_markers(message, self.config.mapping_node.markers))
@@ -254,14 +252,25 @@ class MappingNode(Node):
         self.get_logger().info(response.message)
         return response
 
+    async def _bundles(self, expected: int, timeout_s: float) -> None:
+        """Return once ``expected`` bundles are fused or ``timeout_s`` (s) has passed."""
+        future: Future[bool] = Future(executor=self.executor)
+        self._finishing = (expected, future)
+        timer = self.create_timer(timeout_s, lambda: future.done() or future.set_result(False))
+        try:
+            await future
+        finally:
+            self._finishing = None
+            self.destroy_timer(timer)
+
 
 def main(args: Sequence[str] | None = None) -> None:
-    """Console script ``mapping_node``: spin (frames and services on two threads) until Ctrl-C."""
+    """Console script ``mapping_node``: spin (frames and services on one thread) until Ctrl-C."""
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node = None
     try:
         node = MappingNode()
-        executor = MultiThreadedExecutor(num_threads=2)
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         spin_until_shutdown(executor)
     finally:

@@ -51,10 +51,11 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.client import Client
-from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 
 from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import (
@@ -231,11 +232,11 @@ class SimNodeWorld:
     sim_node's latched ``/map`` (recomputed by sim_node whenever a visit loads); the pose is the
     last Act reply, or ``/odom`` before the first action (``odom`` = ``map`` in simulation).
 
-    The Act client lives on a private hidden node that only :meth:`step` spins, with its own
-    single-threaded executor, in the thread running the goal: a synchronous call completed by
-    nav_node's MultiThreadedExecutor was measured to wait up to 3.6 s for some replies that
-    sim_node had sent within milliseconds (71 of ~1,500 calls over 0.1 s in one benchmark run;
-    none with the private executor).
+    The Act clients live on a private hidden node that only :meth:`step` and :meth:`step_sequence`
+    spin, with its own single-threaded executor, in the thread running the goal: a synchronous
+    call completed by a MultiThreadedExecutor was measured to wait up to 3.6 s for some replies
+    that sim_node had sent within milliseconds (71 of ~1,500 calls over 0.1 s in one benchmark
+    run; none with the private executor).
     """
 
     def __init__(self, node: Node, group: Any, navigation: NavigationParams) -> None:
@@ -450,7 +451,23 @@ class NavNode(Node):
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 
-    def _execute(self, goal_handle: ServerGoalHandle) -> Navigate.Result:
+    async def _execute(self, goal_handle: ServerGoalHandle) -> Navigate.Result:
+        """Run the goal in its own thread and wait for it without holding the executor, which goes
+        on serving cancel requests, target updates, /map and /odom, and rejecting other goals."""
+        done: Future[Navigate.Result] = Future(executor=self.executor)
+        done.add_done_callback(lambda _: None)  # a done callback makes the thread's set_result wake the executor
+        threading.Thread(target=self._execute_in_thread, args=(goal_handle, done), name="navigate", daemon=True).start()
+        result = await done
+        assert result is not None
+        return result
+
+    def _execute_in_thread(self, goal_handle: ServerGoalHandle, done: Future[Navigate.Result]) -> None:
+        try:
+            done.set_result(self._execute_goal(goal_handle))
+        except BaseException as err:  # handed to the awaiting executor task
+            done.set_exception(err)
+
+    def _execute_goal(self, goal_handle: ServerGoalHandle) -> Navigate.Result:
         with self._busy:
             started = self.get_clock().now()
             try:
@@ -586,8 +603,9 @@ def main(args: list[str] | None = None) -> int:
         except (ConfigError, ValueError, RuntimeError) as err:  # bad config, no Nav2, a scene that fails to load
             print(f"nav_node: cannot start: {err}", file=sys.stderr, flush=True)
             return 1
-        # Several threads: a running goal blocks one (and waits on sim_node replies handled by another).
-        executor = MultiThreadedExecutor(num_threads=4)
+        # One thread serves every callback; a running goal has its own (NavNode._execute). A
+        # MultiThreadedExecutor here was measured to accept some goals seconds late.
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         spin_until_shutdown(executor)
     except KeyboardInterrupt:
