@@ -42,3 +42,11 @@ def test_query_from_another_encoder_is_a_named_error():
         ground(m, np.ones(7) / np.sqrt(7), delta_g=0.05)
     with pytest.raises(GroundingError, match="delta_g"):
         ground(m, feature("Vase"), delta_g=-0.1)
+
+
+def test_rounded_scores_make_float_noise_a_tie_in_map_order():
+    # A tilt of 1e-4 costs "b" 5e-9 of cosine: a strict loss as computed, a tie at 6 decimals.
+    m = instance_map(2, instance("b", "Vase", 5, 0, tilt=1e-4), instance("a", "Vase", 0, 0))
+    assert ground(m, text("Vase"), delta_g=0.0).grounded == ("a",)
+    rounded = ground(m, text("Vase"), delta_g=0.0, decimals=6)
+    assert rounded.grounded == ("b", "a") and rounded.scores == {"a": 1.0, "b": 1.0}

@@ -38,7 +38,7 @@ from ovman_core.camera import Intrinsics
 from ovman_core.config import ConfigError, load_config
 from ovman_core.frames import thor_to_ros_point
 from ovman_core.world_state import AgentPose, WorldState
-from ovman_mapping.instances import Instance, InstanceMap, Sighting
+from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
 from ovman_query.change_set import Change, ChangeKind
 from ovman_query.query_requests import QueryOutcome, Status
 from ovman_sim import bundle
@@ -162,6 +162,26 @@ def test_an_instance_map_round_trips_through_its_message_in_rep103():
         assert got.labels == sent.labels and got.moving == sent.moving and len(got.sightings) == 2
         assert np.allclose(got.feature, sent.feature, atol=1e-7) and np.allclose(got.colour, sent.colour)
     assert back.instances[0].last_step > back.instances[0].first_step  # stamps keep the order of sightings
+
+
+def test_an_instance_at_wire_precision_holds_exactly_what_its_message_gives_back():
+    rng = np.random.default_rng(7)
+    feature = rng.normal(size=384)
+    sent = dataclasses.replace(
+        core_instance("v1:0", (0.1, 0.2, 0.3)),
+        feature=feature / np.linalg.norm(feature),
+        colour=rng.dirichlet(np.ones(64)),
+        labels={"Bottle": 0.1, "Vase": 0.6, "Cup": 0.3},
+    )
+    message = instance_map_msg(
+        InstanceMap(visit=1, instances=(sent,), encoder="label:test"), FRAME_STAMPS, "map", STAMP
+    )
+    (got,), _ = instance_map_from_msg(message)
+    wire = at_wire_precision(sent)
+    assert np.array_equal(got.feature, wire.feature) and np.array_equal(got.colour, wire.colour)
+    assert list(got.labels.items()) == list(wire.labels.items())
+    assert not np.array_equal(wire.feature, sent.feature), "float64 values change at float32 precision"
+    assert wire.label == sent.label and wire.position == sent.position
 
 
 def test_maps_the_query_cannot_use_are_refused():

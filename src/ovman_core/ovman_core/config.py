@@ -269,9 +269,11 @@ class ParserConfig:
 
 @dataclasses.dataclass(frozen=True)
 class GroundingConfig:
-    """Grounding: every instance within ``delta_g`` of the best text-feature score."""
+    """Grounding: every instance within ``delta_g`` of the best text-feature score; scores are
+    rounded to ``score_decimals`` decimals before any comparison."""
 
     delta_g: float
+    score_decimals: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,7 +50,7 @@ from ovman_eval.diagnostics import diagnose_map, diagnose_visits
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.fingerprint import source_fingerprint
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
-from ovman_mapping.instances import Instance, InstanceMap, Sighting
+from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
 from ovman_query.association import Association
 from ovman_sim.recording import RecordedFrame, RecordingError, read_visit
 from ovman_sim.world import Observation
@@ -186,10 +186,12 @@ def lean_map(instance_map: InstanceMap) -> InstanceMap:
     clouds, no incremental history, and of the sightings only their number (the support) with the
     first and the last one (first and last seen, the latest position); the sightings between are
     repeats of the first, so that a cache entry holds a few objects per instance instead of one per
-    frame that saw it (it loads three times faster)."""
+    frame that saw it (it loads three times faster). Features, colour histograms and label shares
+    are at the message's precision (:func:`ovman_mapping.instances.at_wire_precision`)."""
     empty = np.zeros((0, 3))
     instances: tuple[Instance, ...] = tuple(
-        dataclasses.replace(i, points=empty, sightings=_count_first_last(i.sightings)) for i in instance_map.instances
+        dataclasses.replace(at_wire_precision(i), points=empty, sightings=_count_first_last(i.sightings))
+        for i in instance_map.instances
     )
     return dataclasses.replace(instance_map, instances=instances, history=(), aliases={})
 

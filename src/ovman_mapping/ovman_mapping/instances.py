@@ -133,6 +133,20 @@ class InstanceMap:
         return np.array([instance.position for instance in self.instances], dtype=float).reshape(-1, 3)
 
 
+def at_wire_precision(instance: Instance) -> Instance:
+    """``instance`` with its feature, colour histogram and label shares as an InstanceMap message
+    carries them (float32 values, labels by decreasing share then name), so that a map used in
+    process decides exactly as the same map received over the graph: a near-tie between two
+    scores must break the same way on both sides."""
+    labels = sorted(instance.labels.items(), key=lambda item: (-item[1], item[0]))
+    return dataclasses.replace(
+        instance,
+        feature=np.asarray(instance.feature, dtype=np.float32).astype(float),
+        colour=np.asarray(instance.colour, dtype=np.float32).astype(float),
+        labels={name: float(np.float32(share)) for name, share in labels},
+    )
+
+
 def fuse_points(clouds: Sequence[np.ndarray], voxel_size: float, neighbours: int, std_ratio: float) -> np.ndarray:
     """Union of point clouds (each (N_i, 3), world metres), voxel-downsampled, outliers removed."""
     if not clouds:

@@ -70,7 +70,8 @@ class ReferenceAgent:
 
     def ground(self, instance_map: InstanceMap, noun_phrase: str) -> Grounding:
         query = self.encoder.embed_text([noun_phrase])[0]
-        return ground(instance_map, query, self.config.query_node.grounding.delta_g)
+        grounding = self.config.query_node.grounding
+        return ground(instance_map, query, grounding.delta_g, grounding.score_decimals)
 
     def associate(self, map1: InstanceMap, map2: InstanceMap) -> Association:
         return associate(map1, map2, self.config.query_node.association)

@@ -44,8 +44,12 @@ def grounded_indices(scores: np.ndarray, delta_g: float) -> np.ndarray:
     return keep[np.argsort(-scores[keep], kind="stable")]
 
 
-def ground(instance_map: InstanceMap, query_embedding: np.ndarray, delta_g: float) -> Grounding:
-    """Score every instance of ``instance_map`` against the unit query embedding ``f_q`` (D,)."""
+def ground(
+    instance_map: InstanceMap, query_embedding: np.ndarray, delta_g: float, decimals: int | None = None
+) -> Grounding:
+    """Score every instance of ``instance_map`` against the unit query embedding ``f_q`` (D,);
+    ``decimals``: round the scores to this many decimals (None: keep them as computed), so that
+    float noise between processes cannot reorder scores that are equal."""
     if delta_g < 0:
         raise GroundingError(f"grounding.delta_g must be non-negative, got {delta_g}")
     if not len(instance_map):
@@ -57,7 +61,10 @@ def ground(instance_map: InstanceMap, query_embedding: np.ndarray, delta_g: floa
             f"visit-{instance_map.visit} features have {features.shape[1]} dimensions but the query embedding has "
             f"{query.shape[0]}: the map ({instance_map.encoder}) and the query use different encoders"
         )
-    return grounding_from_scores([i.uid for i in instance_map], features @ query, delta_g)
+    scores = features @ query
+    return grounding_from_scores(
+        [i.uid for i in instance_map], scores if decimals is None else np.round(scores, decimals), delta_g
+    )
 
 
 def grounding_from_scores(uids: list[str], scores: np.ndarray, delta_g: float) -> Grounding:
