@@ -116,7 +116,7 @@ from ovman_sim.bundle import (
     object_state_to_dict,
     parse_ground_truth_json,
 )
-from ovman_sim.messages import floor_pose_msg, stamp_of
+from ovman_sim.messages import floor_pose_msg, stamp_of, time_msg
 from ovman_sim.world import Action, Observation
 
 NODE_NAME = BENCHMARK_NODE
@@ -248,7 +248,7 @@ class BenchmarkNode(Node):
         self.truth_frames: list[TruthMessage] = []
         self.create_subscription(String, bundle.GROUND_TRUTH_TOPIC, self._keep_truth, FRAME_QOS)
         self._camera_sync: StampSynchronizer[Any] | None = None
-        self._camera_observations: list[Observation] = []
+        self._camera_observations: list[tuple[int, Observation]] = []
         self._camera_subscribed = False
         self._handled = 0
         self._retargets = 0
@@ -297,14 +297,17 @@ class BenchmarkNode(Node):
         if complete is not None:
             items = complete.items
             self._camera_observations.append(
-                observation_from_bundle(
-                    items[bundle.RGB_TOPIC],
-                    items[bundle.DEPTH_TOPIC],
-                    items[bundle.INSTANCES_TOPIC],
-                    items[bundle.INSTANCE_LABELS_TOPIC],
-                    items[bundle.CAMERA_INFO_TOPIC],
-                    items[bundle.CAMERA_POSE_TOPIC],
-                    self.config.frames.map,
+                (
+                    complete.stamp_ns,
+                    observation_from_bundle(
+                        items[bundle.RGB_TOPIC],
+                        items[bundle.DEPTH_TOPIC],
+                        items[bundle.INSTANCES_TOPIC],
+                        items[bundle.INSTANCE_LABELS_TOPIC],
+                        items[bundle.CAMERA_INFO_TOPIC],
+                        items[bundle.CAMERA_POSE_TOPIC],
+                        self.config.frames.map,
+                    ),
                 )
             )
 
@@ -492,7 +495,11 @@ class BenchmarkNode(Node):
         if camera_switched:
             self.set_sim_act_camera(True)
         accepted = self.commander.goToPoint(
-            goal, record.moving_id is not None, region_corners(target.region), timeout_sec=self.waits.call_timeout_s
+            goal,
+            record.moving_id is not None,
+            region_corners(target.region),
+            timeout_sec=self.waits.call_timeout_s,
+            update_every_step=follow is not None,
         )
         if not accepted:
             raise GraphCallError(f"nav_node did not accept the goal of episode {record.episode_id}")
@@ -538,9 +545,11 @@ class BenchmarkNode(Node):
             return None
         seen = [len(self.truth_frames)]
 
-        def publish(point: Vec2) -> None:
+        def publish(point: Vec2, stamp_ns: int) -> None:
+            """The estimate after the frame stamped ``stamp_ns`` (one per frame: update_every_step)."""
             update = PointStamped(point=floor_point_msg(point))
             update.header.frame_id = map_frame
+            update.header.stamp = time_msg(stamp_ns)
             self.commander.updateTarget(update)
 
         if plan.follow is Follow.TRUTH:
@@ -549,9 +558,9 @@ class BenchmarkNode(Node):
             def follow_truth() -> None:
                 for frame in self.truth_frames[seen[0] :]:
                     floor = frame.object_floor(plan.instance)
-                    if floor is not None and floor != last[0]:
+                    if floor is not None:
                         last[0] = floor
-                        publish(floor)
+                    publish(last[0], frame.stamp_ns)
                 seen[0] = len(self.truth_frames)
 
             return follow_truth
@@ -562,13 +571,16 @@ class BenchmarkNode(Node):
         self._camera_observations = []
         self._ensure_camera_subscriptions()
 
+        estimate = [plan.target.point]
+
         def follow_sightings() -> None:
             observations, self._camera_observations = self._camera_observations, []
-            for observation in observations:
+            for stamp_ns, observation in observations:
                 moved = tracker.observe(observation)
                 if moved is not None:
                     self._retargets = tracker.updates
-                    publish(moved.point)
+                    estimate[0] = moved.point
+                publish(estimate[0], stamp_ns)
 
         return follow_sightings
 

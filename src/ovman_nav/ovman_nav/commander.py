@@ -117,14 +117,20 @@ class OvmanCommander(Node):
         success_radius: float = 0.0,
         max_steps: int = 0,
         timeout_sec: float = 10.0,
+        update_every_step: bool = False,
     ) -> bool:
         """Navigate to ``target`` (``map``); ``region`` = (min, max) corners of the answer box.
-        ``success_radius`` 0 and ``max_steps`` 0 mean nav_node's configured values."""
+        ``success_radius`` 0 and ``max_steps`` 0 mean nav_node's configured values;
+        ``update_every_step``: this client sends a target update per frame (Navigate.action)."""
         if not self.nav_client.wait_for_server(timeout_sec=timeout_sec):
             self.get_logger().error(f"{ACTION_NAME} is not available; is nav_node running?")
             return False
         goal = Navigate.Goal(
-            target=target, target_may_move=target_may_move, success_radius=success_radius, max_steps=max_steps
+            target=target,
+            target_may_move=target_may_move,
+            update_every_step=update_every_step and target_may_move,
+            success_radius=success_radius,
+            max_steps=max_steps,
         )
         if region is not None:
             goal.has_region, goal.region_min, goal.region_max = True, region[0], region[1]

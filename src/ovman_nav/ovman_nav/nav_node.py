@@ -13,8 +13,12 @@ Interfaces:
   re-targeted (OvmanCommander.updateTarget publishes here): an update carries no goal id and
   applies to the goal running when it arrives (one at a time); the newest one wins, the region
   follows the point, and one farther than ``navigation.retarget_distance`` triggers a replan.
-  Updates received before a goal starts are discarded. There is no Nav2-style preemption: to
-  change to an unrelated goal, cancel the running one and send the new goal.
+  Updates received before a goal starts are discarded. With the goal's ``update_every_step`` (and
+  sim_node as the world) the client sends one update per frame, stamped with the frame's stamp,
+  and nav_node waits before each action for the update of its previous action's frame (NO_TARGET
+  after ``navigation.sim_timeout_s``), so the run does not depend on when updates arrive. There is
+  no Nav2-style preemption: to change to an unrelated goal, cancel the running one and send the
+  new goal.
 - ``/ovman/plan`` (nav_msgs/Path, ``map``, transient local): every new plan.
 - ``/map`` (nav_msgs/OccupancyGrid, transient local): the reachable grid at each goal, published
   only when no other node (sim_node) publishes ``/map``.
@@ -82,7 +86,7 @@ from ovman_interfaces.srv import Act, ActSequence
 from ovman_nav.astar import plan_to_region
 from ovman_nav.executor import NavError, NavigableWorld, NavProgress, NavResult, NavSettings, NavTarget, navigate
 from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
-from ovman_sim.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, start_pose_from_msg
+from ovman_sim.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, stamp_of, start_pose_from_msg
 from ovman_sim.spinning import spin_until_shutdown
 from ovman_sim.world import Action, ActionResult
 
@@ -250,6 +254,8 @@ class SimNodeWorld:
         self._act_executor.add_node(self._act_node)
         self.client = self._act_node.create_client(Act, SIM_ACT_SERVICE)
         self.sequence_client = self._act_node.create_client(ActSequence, SIM_ACT_SEQUENCE_SERVICE)
+        self.last_stamp_ns = 0
+        """Stamp (ns) of the frame sim_node published after the last action sent from here."""
         self._lock = threading.Lock()
         self._map: OccupancyGrid | None = None
         self._pose: AgentPose | None = None
@@ -295,6 +301,7 @@ class SimNodeWorld:
             return ActionResult(False, message=f"sim_node did not answer {action.value} within {self.timeout_s} s")
         with self._lock:
             self._pose = start_pose_from_msg(reply.pose.pose, 0.0)
+            self.last_stamp_ns = stamp_of(reply.pose.header)
         return ActionResult(reply.success, reply.collided, reply.message)
 
     def step_sequence(
@@ -328,6 +335,7 @@ class SimNodeWorld:
             done[-1] = (dataclasses.replace(last, message=reply.message), pose)
         with self._lock:
             self._pose = pose
+            self.last_stamp_ns = stamp_of(reply.poses[len(done) - 1].header)
         return done
 
     def _call(self, client: Client, request: Any, what: str) -> Any:
@@ -399,8 +407,10 @@ class NavNode(Node):
             Nav2Backend(basic_navigator(), Nav2Settings.from_config(self.config)) if nav.backend == "nav2" else None
         )
         self._busy = threading.Lock()
-        self._update_lock = threading.Lock()
+        self._update_lock = threading.Condition()
         self._latest_update: PointStamped | None = None
+        self._update_stamp_ns = 0
+        """Stamp of the newest target update received (its header's)."""
         self.plan_pub = self.create_publisher(Path, PLAN_TOPIC, LATCHED)
         self.map_pub = None  # created when no other node publishes /map
         self._published_grid: NavGrid | None = None
@@ -439,11 +449,23 @@ class NavNode(Node):
             return
         with self._update_lock:
             self._latest_update = message
+            self._update_stamp_ns = max(self._update_stamp_ns, stamp_of(message.header))
+            self._update_lock.notify_all()
 
     def _take_update(self) -> PointStamped | None:
         with self._update_lock:
             update, self._latest_update = self._latest_update, None
         return update
+
+    def _wait_for_update(self, stamp_ns: int, timeout_s: float) -> None:
+        """Wait until a target update stamped ``stamp_ns`` or later has arrived (update_every_step)."""
+        with self._update_lock:
+            if not self._update_lock.wait_for(lambda: self._update_stamp_ns >= stamp_ns, timeout_s):
+                raise GoalError(
+                    NavError.NO_TARGET,
+                    f"no target update for the frame stamped {stamp_ns} ns within {timeout_s} s "
+                    "(the goal asked for one update per frame: update_every_step)",
+                )
 
     def _on_goal(self, goal: Navigate.Goal) -> GoalResponse:
         if self._busy.locked():
@@ -495,8 +517,13 @@ class NavNode(Node):
         settings = goal_settings(goal, NavSettings.from_config(self.config))
         self._take_update()  # estimates from before this goal do not describe its target
         current = [target]
+        lockstep = goal.target_may_move and goal.update_every_step and self.sim is not None
+        goal_start_stamp = self.sim.last_stamp_ns if self.sim is not None else 0
 
         def updates() -> NavTarget | None:
+            if lockstep and self.sim is not None and self.sim.last_stamp_ns > goal_start_stamp:
+                # The estimate from the frame of this goal's previous action, as in process.
+                self._wait_for_update(self.sim.last_stamp_ns, self.config.nav_node.navigation.sim_timeout_s)
             update = self._take_update() if goal.target_may_move else None
             if update is None:
                 return None
