@@ -7,7 +7,7 @@ import pytest
 
 from ovman_core.boxes import Footprint
 from ovman_core.config import load_config
-from ovman_nav.executor import NavError, NavSettings, NavTarget, navigate
+from ovman_nav.executor import NavError, NavSettings, NavTarget, TargetLostError, navigate
 from ovman_sim.world import Action
 
 from .grid_world import RES, GridWorld, cell_of, world_of
@@ -239,3 +239,16 @@ def test_goal_cell_that_passes_only_by_rounding_is_abandoned_for_the_next_one():
     assert result.success
     assert world.agent == (1, 10)
     assert result.replans == 1
+
+
+def test_a_lost_target_ends_the_run_with_no_target_and_keeps_its_counters():
+    world = GridWorld(TWO_ROOMS)
+
+    def updates():
+        if len(world.actions) >= 3:
+            raise TargetLostError("the estimate stopped coming")
+        return None
+
+    result = navigate(world, target_of(world), SETTINGS, target_may_move=True, target_updates=updates)
+    assert result.error is NavError.NO_TARGET and "stopped coming" in result.message
+    assert result.steps == 3 == len(world.actions) and len(result.trajectory) >= 2

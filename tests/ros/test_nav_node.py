@@ -320,6 +320,19 @@ def test_target_update_redirects_a_running_goal_over_dds(sim_graph, commander, h
     )
 
 
+@pytest.mark.parametrize("sim_graph", [["navigation.sim_timeout_s:=2.0"]], indirect=True, ids=["timeout_2s"])
+def test_a_goal_asking_for_an_update_every_step_waits_for_it_and_fails_without(sim_graph, commander, home) -> None:
+    start, reachable = home
+    target = map_target(farthest(reachable, start.floor))
+    assert commander.goToPoint(target, target_may_move=True, update_every_step=True, timeout_sec=DISCOVERY_TIMEOUT_S), (
+        sim_graph.diagnosis()
+    )
+    wait_until_complete(commander, sim_graph)
+    code, message = commander.getTaskError()
+    assert code == Navigate.Result.NO_TARGET and "no target update for the frame stamped" in message
+    assert commander.getNavResult().steps == 1, "the first action needs no update; the second waits for one"
+
+
 def test_bad_and_unreachable_goals_fail_with_their_error_codes(nav_node, commander) -> None:
     wrong_frame = map_target((2.0, 2.0))
     wrong_frame.header.frame_id = "odom"

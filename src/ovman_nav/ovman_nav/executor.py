@@ -59,6 +59,11 @@ class NavError(enum.IntEnum):
     SIM_FAILURE = 8
 
 
+class TargetLostError(RuntimeError):
+    """Raised by a target-updates callable when the estimate can no longer be followed: the run
+    ends with NO_TARGET, keeping what it has done so far."""
+
+
 @dataclasses.dataclass(frozen=True)
 class NavTarget:
     """Where to go: the answer point ``point`` (x, z) and the answer region ``region`` (its floor
@@ -300,7 +305,10 @@ class _Run:
             # Actions already executed are accounted for before a cancel takes effect.
             if not self.executed and self.should_cancel is not None and self.should_cancel():
                 return self.finish(NavError.CANCELED, "navigation was canceled")
-            target = self.poll_target(target)
+            try:
+                target = self.poll_target(target)
+            except TargetLostError as err:
+                return self.finish(NavError.NO_TARGET, str(err))
             self.expire_blocks()
             if embodied_success(self.pose.floor, target.region, self.settings.success_radius):
                 return self.stop()

@@ -84,7 +84,16 @@ from ovman_core.world_state import AgentPose
 from ovman_interfaces.action import Navigate
 from ovman_interfaces.srv import Act, ActSequence
 from ovman_nav.astar import plan_to_region
-from ovman_nav.executor import NavError, NavigableWorld, NavProgress, NavResult, NavSettings, NavTarget, navigate
+from ovman_nav.executor import (
+    NavError,
+    NavigableWorld,
+    NavProgress,
+    NavResult,
+    NavSettings,
+    NavTarget,
+    TargetLostError,
+    navigate,
+)
 from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
 from ovman_sim.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, stamp_of, start_pose_from_msg
 from ovman_sim.spinning import spin_until_shutdown
@@ -461,10 +470,9 @@ class NavNode(Node):
         """Wait until a target update stamped ``stamp_ns`` or later has arrived (update_every_step)."""
         with self._update_lock:
             if not self._update_lock.wait_for(lambda: self._update_stamp_ns >= stamp_ns, timeout_s):
-                raise GoalError(
-                    NavError.NO_TARGET,
+                raise TargetLostError(
                     f"no target update for the frame stamped {stamp_ns} ns within {timeout_s} s "
-                    "(the goal asked for one update per frame: update_every_step)",
+                    "(the goal asked for one update per frame: update_every_step)"
                 )
 
     def _on_goal(self, goal: Navigate.Goal) -> GoalResponse:
