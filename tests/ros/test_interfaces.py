@@ -22,7 +22,7 @@ try:
 
     from ovman_interfaces.action import Navigate
     from ovman_interfaces.msg import ChangeSet, Instance, InstanceChange, InstanceMap
-    from ovman_interfaces.srv import MapVisit, Query
+    from ovman_interfaces.srv import ActSequence, MapVisit, Query
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -377,6 +377,7 @@ FIELDS = {
     Navigate.Goal: {
         "target": "geometry_msgs/PointStamped",
         "target_may_move": "boolean",
+        "update_every_step": "boolean",
         "has_region": "boolean",
         "region_min": "geometry_msgs/Point",
         "region_max": "geometry_msgs/Point",
@@ -401,6 +402,19 @@ FIELDS = {
         "number_of_replans": "uint32",
         "steps_taken": "uint32",
         "collisions": "uint32",
+    },
+    ActSequence.Request: {
+        "actions": "sequence<string>",
+        "expected": "sequence<geometry_msgs/Pose>",
+        "position_tolerance": "double",
+        "yaw_tolerance_deg": "double",
+    },
+    ActSequence.Response: {
+        "success": "sequence<boolean>",
+        "collided": "sequence<boolean>",
+        "poses": "sequence<geometry_msgs/PoseStamped>",
+        "message": "string",
+        "step": "uint64",
     },
     TFMessage: {"transforms": "sequence<geometry_msgs/TransformStamped>"},
 }
