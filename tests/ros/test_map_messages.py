@@ -25,6 +25,7 @@ try:
         instance_map_msg,
         map_markers,
         observation_from_bundle,
+        observation_from_topics,
     )
     from ovman_query.query_messages import answer_markers, change_set_msg, check_answer_style, response_msg
     from ovman_sim.messages import bundle_messages
@@ -92,6 +93,21 @@ def test_a_bundle_becomes_the_observation_it_was_made_of_without_ground_truth(ya
     assert got.segment_labels == original.segment_labels and got.segment_instances == {}
     assert np.array_equal(got.rgb, original.rgb) and np.array_equal(got.segments, original.segments)
     assert np.array_equal(got.depth, original.depth, equal_nan=True) and got.depth.dtype == np.float32
+
+
+def test_a_bundle_keyed_by_topic_gives_the_same_observation():
+    messages = bundle_messages(observation(90.0, 30.0), WorldState.of([]), 4_100_000_000, FRAMES)
+    items = {
+        bundle.RGB_TOPIC: messages.rgb,
+        bundle.DEPTH_TOPIC: messages.depth,
+        bundle.INSTANCES_TOPIC: messages.instances,
+        bundle.INSTANCE_LABELS_TOPIC: bundle.parse_labels_json(messages.labels.data),
+        bundle.CAMERA_INFO_TOPIC: messages.camera_info,
+        bundle.CAMERA_POSE_TOPIC: messages.camera_pose,
+    }
+    got, expected = observation_from_topics(items, FRAMES.map), from_bundle(messages)
+    assert (got.pose, got.step, got.segment_labels) == (expected.pose, expected.step, expected.segment_labels)
+    assert np.array_equal(got.rgb, expected.rgb) and np.array_equal(got.depth, expected.depth, equal_nan=True)
 
 
 def test_any_level_camera_pose_is_recovered_to_float_precision():

@@ -101,7 +101,7 @@ from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import Act, LoadVisit, MapVisit, PlayTour, Query
 from ovman_mapping.bundle_sync import StampSynchronizer
 from ovman_mapping.instances import InstanceMap
-from ovman_mapping.map_messages import MAP_TOPIC, instance_map_from_msg, map_uid, observation_from_bundle
+from ovman_mapping.map_messages import MAP_TOPIC, instance_map_from_msg, map_uid, observation_from_topics
 from ovman_nav.commander import OvmanCommander
 from ovman_nav.executor import NavError
 from ovman_nav.nav_node import occupancy_fields
@@ -297,18 +297,7 @@ class BenchmarkNode(Node):
         if complete is not None:
             items = complete.items
             self._camera_observations.append(
-                (
-                    complete.stamp_ns,
-                    observation_from_bundle(
-                        items[bundle.RGB_TOPIC],
-                        items[bundle.DEPTH_TOPIC],
-                        items[bundle.INSTANCES_TOPIC],
-                        items[bundle.INSTANCE_LABELS_TOPIC],
-                        items[bundle.CAMERA_INFO_TOPIC],
-                        items[bundle.CAMERA_POSE_TOPIC],
-                        self.config.frames.map,
-                    ),
-                )
+                (complete.stamp_ns, observation_from_topics(items, self.config.frames.map))
             )
 
     # ---------------------------------------------------------------- waiting on the graph

@@ -20,7 +20,8 @@ order is used there. Points are not sent; features and colour histograms go as f
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -137,6 +138,20 @@ def observation_from_bundle(
 
 
 # ---- instance maps -----------------------------------------------------------------------------
+
+
+def observation_from_topics(items: Mapping[str, Any], map_frame: str) -> Observation:
+    """:func:`observation_from_bundle` of a bundle keyed by topic (a synchroniser's complete
+    items: the three images, the parsed labels table, camera_info and the camera pose)."""
+    return observation_from_bundle(
+        items[bundle.RGB_TOPIC],
+        items[bundle.DEPTH_TOPIC],
+        items[bundle.INSTANCES_TOPIC],
+        items[bundle.INSTANCE_LABELS_TOPIC],
+        items[bundle.CAMERA_INFO_TOPIC],
+        items[bundle.CAMERA_POSE_TOPIC],
+        map_frame,
+    )
 
 
 def _point(p: Vec3) -> Point:

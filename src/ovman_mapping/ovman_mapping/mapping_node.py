@@ -58,7 +58,7 @@ from ovman_mapping.map_messages import (
     check_marker_style,
     instance_map_msg,
     map_markers,
-    observation_from_bundle,
+    observation_from_topics,
 )
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_sim import bundle
@@ -180,15 +180,7 @@ class MappingNode(Node):
             return
         items = complete.items
         try:
-            observation = observation_from_bundle(
-                items[bundle.RGB_TOPIC],
-                items[bundle.DEPTH_TOPIC],
-                items[bundle.INSTANCES_TOPIC],
-                items[bundle.INSTANCE_LABELS_TOPIC],
-                items[bundle.CAMERA_INFO_TOPIC],
-                items[bundle.CAMERA_POSE_TOPIC],
-                self.config.frames.map,
-            )
+            observation = observation_from_topics(items, self.config.frames.map)
             self.mapper.add(observation, complete.stamp_ns)
         except (MapMessageError, FrameFormatError, VisitError) as err:
             self._reject(str(err))
