@@ -224,6 +224,8 @@ class EncoderConfig:
     clip_prompt: str
     crop_padding: float
     batch_size: int
+    text_cache: bool
+    text_cache_dir: str
 
 
 @dataclasses.dataclass(frozen=True)

