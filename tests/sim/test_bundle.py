@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -125,3 +126,24 @@ def test_malformed_label_tables_are_rejected_with_the_reason(text, message):
 def test_a_ground_truth_record_missing_a_field_is_rejected_naming_it():
     with pytest.raises(bundle.BundleFormatError, match="agent_pose"):
         bundle.parse_ground_truth_json('{"step": 1}')
+
+
+def test_ground_truth_header_reads_stamp_and_pose_with_or_without_the_leading_layout(monkeypatch):
+    obs = observation(AgentPose(1.0 / 3.0, -0.1, 270.0, -30.0), step=12)
+    objects = WorldState.of(
+        [ObjectState("Vase|2", "Vase", (0.1, 0.2, 0.3), Box3((0.0, 0.1, 0.2), (0.2, 0.3, 0.4)), movable=True)]
+    )
+    text = bundle.ground_truth_json(obs, objects, 1_700_000_000_123_456_789)
+    assert text.startswith('{"stamp_ns": 1700000000123456789, "step": 12, "agent_pose": {')
+    expected = (1_700_000_000_123_456_789, obs.pose)
+    # The leading fields are read without decoding the objects ...
+    calls = []
+    monkeypatch.setattr(bundle, "_load", lambda *args: calls.append(args) or {})
+    assert bundle.ground_truth_header(text) == expected and not calls
+    monkeypatch.undo()
+    # ... and a record with sorted keys (recordings made before the layout) is decoded whole.
+    assert bundle.ground_truth_header(json.dumps(json.loads(text), sort_keys=True)) == expected
+    with pytest.raises(bundle.BundleFormatError, match="agent_pose"):
+        bundle.ground_truth_header('{"stamp_ns": 5, "step": 1}')
+    with pytest.raises(bundle.BundleFormatError, match="not valid JSON"):
+        bundle.ground_truth_header('{"stamp_ns": 5, "step": 1, "agent_pose": {"x": 1')

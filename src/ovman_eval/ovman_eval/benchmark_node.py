@@ -112,6 +112,7 @@ from ovman_sim import bundle
 from ovman_sim.bundle import (
     BundleFormatError,
     GroundTruthFrame,
+    ground_truth_header,
     object_state_from_dict,
     object_state_to_dict,
     parse_ground_truth_json,
@@ -175,18 +176,15 @@ class TruthMessage:
     stamp_ns: int
     pose: AgentPose
     text: str
-    document: dict[str, Any]
 
     @classmethod
     def parse(cls, text: str) -> TruthMessage:
         """BundleFormatError for a message that is not a ground-truth record."""
         try:
-            document = json.loads(text)
-            pose = document["agent_pose"]
-            agent = AgentPose(float(pose["x"]), float(pose["z"]), float(pose["yaw_deg"]), float(pose["horizon_deg"]))
-            return cls(int(document["stamp_ns"]), agent, text, document)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            raise BundleFormatError(f"{bundle.GROUND_TRUTH_TOPIC}: not a ground-truth record: {err!r}") from None
+            stamp_ns, pose = ground_truth_header(text)
+        except BundleFormatError as err:
+            raise BundleFormatError(f"{bundle.GROUND_TRUTH_TOPIC}: not a ground-truth record: {err}") from None
+        return cls(stamp_ns, pose, text)
 
     def frame(self) -> GroundTruthFrame:
         return parse_ground_truth_json(self.text)
@@ -194,9 +192,10 @@ class TruthMessage:
     def object_floor(self, instance_id: str) -> Vec2 | None:
         """Floor position (x, z) of one object at this frame (None: not in the world)."""
         try:
-            found = next((o for o in self.document["objects"] if o["instance_id"] == instance_id), None)
+            objects = json.loads(self.text)["objects"]
+            found = next((o for o in objects if o["instance_id"] == instance_id), None)
             return None if found is None else object_state_from_dict(found).floor
-        except (KeyError, TypeError, ValueError) as err:
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise BundleFormatError(f"{bundle.GROUND_TRUTH_TOPIC}: bad objects: {err!r}") from None
 
 

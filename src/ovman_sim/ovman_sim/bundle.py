@@ -241,8 +241,15 @@ class GroundTruthFrame:
     objects: WorldState
 
 
+GROUND_TRUTH_HEADER = ("stamp_ns", "step", "agent_pose")
+"""Fields a ground-truth record holds first, in this order, so that :func:`ground_truth_header`
+reads them without decoding the objects (the bulk of the record)."""
+_DECODER = json.JSONDecoder()
+
+
 def ground_truth_json(observation: Observation, objects: WorldState, stamp_ns: int) -> str:
-    """The GROUND_TRUTH_TOPIC record of a frame stamped ``stamp_ns`` (floats in full precision)."""
+    """The GROUND_TRUTH_TOPIC record of a frame stamped ``stamp_ns`` (floats in full precision):
+    one JSON object, :data:`GROUND_TRUTH_HEADER` first, then the rest with keys sorted."""
     pose = observation.pose
     doc = {
         "stamp_ns": int(stamp_ns),
@@ -257,7 +264,35 @@ def ground_truth_json(observation: Observation, objects: WorldState, stamp_ns: i
         "segment_instances": {str(int(k)): str(v) for k, v in sorted(observation.segment_instances.items())},
         "objects": [object_state_to_dict(obj) for obj in sorted(objects, key=lambda o: o.instance_id)],
     }
-    return json.dumps(doc, sort_keys=True)
+    ordered = {key: doc.pop(key) for key in GROUND_TRUTH_HEADER} | dict(sorted(doc.items()))
+    return json.dumps(ordered)
+
+
+def ground_truth_header(text: str) -> tuple[int, AgentPose]:
+    """Stamp (ns) and agent pose (AI2-THOR frame) of a ground-truth record, read from its leading
+    :data:`GROUND_TRUTH_HEADER` fields without decoding the rest; a record in another layout
+    (e.g. keys sorted, as recordings before this layout hold) is decoded whole.
+    BundleFormatError if malformed."""
+    values: dict[str, Any] = {}
+    index = 1 if text.startswith("{") else -1
+    for key in GROUND_TRUTH_HEADER if index > 0 else ():
+        field = ('"' if not values else ', "') + key + '": '
+        if not text.startswith(field, index):
+            break
+        try:
+            values[key], index = _DECODER.raw_decode(text, index + len(field))
+        except json.JSONDecodeError:
+            break
+    if len(values) < len(GROUND_TRUTH_HEADER):
+        values = _load(text, "ground truth")
+    try:
+        pose = values["agent_pose"]
+        agent = AgentPose(float(pose["x"]), float(pose["z"]), float(pose["yaw_deg"]), float(pose["horizon_deg"]))
+        return int(values["stamp_ns"]), agent
+    except (KeyError, TypeError, ValueError) as err:
+        raise BundleFormatError(
+            f"ground truth: expected 'stamp_ns' and 'agent_pose' (x, z, yaw_deg, horizon_deg): {err!r}"
+        ) from None
 
 
 def parse_ground_truth_json(text: str) -> GroundTruthFrame:
