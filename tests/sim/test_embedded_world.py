@@ -404,6 +404,24 @@ def mover_track(sim, seed: int, steps: int = 60, instance_id: str | None = None)
     return world, instance_id, track
 
 
+def test_occupancy_kept_across_mover_hops_equals_one_built_from_scratch(sim):
+    world = EmbeddedWorld(sim)
+    world.reset(SCENE)
+    instance_id = floor_object(world).instance_id
+    world.start_mover(instance_id, 5)
+    other = next(o.instance_id for o in world.objects() if o.instance_id != instance_id)
+    positions = set()
+    for _ in range(40):
+        world.step(Action.ROTATE_RIGHT)
+        positions.add(world.objects()[instance_id].position)
+        kept = [world._occupancy(), world._occupancy(exclude=instance_id), world._occupancy(exclude=other)]
+        world._changed()  # drop every cached entry: build from scratch
+        fresh = [world._occupancy(), world._occupancy(exclude=instance_id), world._occupancy(exclude=other)]
+        for a, b in zip(kept, fresh, strict=True):
+            assert (a.cells == b.cells).all() and (a.edges_x == b.edges_x).all() and (a.edges_z == b.edges_z).all()
+    assert len(positions) > 3  # the mover did hop
+
+
 def test_mover_carries_the_instance_along_free_lattice_cells(sim):
     world, instance_id, track = mover_track(sim, seed=3)
     g, hop = sim.world.grid_size, sim.mover.hop_length

@@ -78,6 +78,8 @@ _FLOOR_SLAB = 0.05
 """(m): thickness of the floor and ceiling slabs (only their inner faces are ever seen)."""
 
 _DIRECTIONS = ((0, 1), (1, 0), (0, -1), (-1, 0))
+_EXCLUDING_KINDS = ("occupancy", "supports", "parts")
+"""Cache entries ``<kind>:<instance id>`` built from every object except that one."""
 """Lattice steps for yaw 0, 90, 180, 270 degrees (+z, +x, −z, −x)."""
 
 # Reasons a placement is invalid (codes of _placement_reasons).
@@ -435,9 +437,13 @@ class EmbeddedWorld:
             raise RuntimeError(f"agent position {point} is off the lattice")
         return cell
 
-    def _changed(self) -> None:
+    def _changed(self, only: str | None = None) -> None:
+        """Invalidate what was derived from the objects. ``only``: the one object that changed;
+        the structure and what was built without that object (``<kind>:<only>`` entries of
+        :data:`_EXCLUDING_KINDS`) stay valid."""
         self._version += 1
-        self._cache.clear()
+        kept = {"structure", *(f"{kind}:{only}" for kind in _EXCLUDING_KINDS)} if only is not None else set()
+        self._cache = {k: (self._version, v) for k, (_, v) in self._cache.items() if k in kept}
 
     def _cached(self, key: str, build):
         entry = self._cache.get(key)
@@ -452,13 +458,17 @@ class EmbeddedWorld:
         )
 
     def _occupancy(self, exclude: str | None = None) -> Occupancy:
+        """Blocked cells and moves: the structure and every object except ``exclude``. With a mover,
+        the full occupancy is the one without the mover plus the mover (that one stays valid while
+        only the mover moves, see :meth:`_changed`)."""
+        mover = self._mover.instance_id if self._mover is not None else None
+
         def build() -> Occupancy:
-            occ = self._structure().copy()
-            rects = [
-                (p.state.box.lo[0], p.state.box.lo[2], p.state.box.hi[0], p.state.box.hi[2])
-                for i, p in self._objects.items()
-                if i != exclude
-            ]
+            if exclude is None and mover is not None:
+                occ, placed = self._occupancy(exclude=mover).copy(), [self._objects[mover]]
+            else:
+                occ, placed = self._structure().copy(), [p for i, p in self._objects.items() if i != exclude]
+            rects = [(p.state.box.lo[0], p.state.box.lo[2], p.state.box.hi[0], p.state.box.hi[2]) for p in placed]
             occ.add_rectangles(self._grid(), np.array(rects).reshape(-1, 4), self.config.world.agent_radius)
             return occ
 
@@ -656,7 +666,7 @@ class EmbeddedWorld:
         mover.heading = heading
         x, z = grid.position(*targets[heading])
         self._objects[mover.instance_id] = _moved(placed, (x, placed.state.position[1], z))
-        self._changed()
+        self._changed(only=mover.instance_id)
 
     # ------------------------------------------------------------------ internals: drawing
 
