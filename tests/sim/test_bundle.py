@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -15,7 +16,7 @@ from ovman_core.config import load_config
 from ovman_core.frames import THOR_TO_ROS, optical_axes_thor
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
 from ovman_sim import bundle
-from ovman_sim.world import Observation
+from ovman_sim.world import Observation, pose_observation
 
 FRAMES = load_config().frames
 INTRINSICS = Intrinsics.from_vertical_fov(8, 6, 90.0)
@@ -108,6 +109,30 @@ def test_label_and_ground_truth_tables_round_trip_exactly():
     truth = bundle.parse_ground_truth_json(bundle.ground_truth_json(obs, objects, 5))
     assert (truth.stamp_ns, truth.step, truth.pose, truth.camera_position) == (5, 12, obs.pose, obs.camera_position)
     assert truth.segment_instances == {4: "Vase|2"} and truth.objects == objects
+
+
+def test_ground_truth_records_reuse_the_objects_only_while_they_are_equal():
+    vase = ObjectState("Vase|2", "Vase", (0.1, 0.2, 0.3), Box3((0.0, 0.1, 0.2), (0.2, 0.3, 0.4)), movable=True)
+    moved = dataclasses.replace(vase, position=(1.1, 0.2, 0.3), box=Box3((1.0, 0.1, 0.2), (1.2, 0.3, 0.4)))
+    cup = ObjectState("Cup|1", "Cup", (2.0, 0.5, 0.0), Box3((1.9, 0.4, -0.1), (2.1, 0.6, 0.1)), movable=True)
+    records = bundle.GroundTruthRecords()
+    states = [[vase, cup], [cup, vase], [moved, cup], [moved], [moved]]  # equal, moved, removed, same
+    for step, objects in enumerate(WorldState.of(o) for o in states):
+        obs = observation(AgentPose(0.5 * step, -0.1, 90.0, 0.0), step=step)
+        text = records.record(obs, objects, 10 + step)
+        assert text == bundle.ground_truth_json(obs, objects, 10 + step)
+        rest = ["camera_position", "objects", "segment_instances"]
+        assert list(json.loads(text)) == [*bundle.GROUND_TRUTH_HEADER, *rest]
+        assert bundle.parse_ground_truth_json(text).objects == objects
+
+
+def test_a_frame_observed_without_images_has_no_segments_in_its_ground_truth():
+    rendered = observation(AgentPose(1.0, 2.0, 90.0, 30.0), step=3)
+    bare = pose_observation(rendered.pose, rendered.camera_position, rendered.intrinsics, rendered.step)
+    assert bare.rgb.shape == (0, 0, 3) and bare.depth.size == bare.segments.size == 0
+    truth = bundle.parse_ground_truth_json(bundle.ground_truth_json(bare, WorldState.of([]), 7))
+    assert (truth.step, truth.pose, truth.camera_position) == (3, rendered.pose, rendered.camera_position)
+    assert truth.segment_instances == {}
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,19 @@ def test_actions_advance_the_stamp_by_one_step_dt_and_unknown_ones_are_refused(s
         session.act("Fly")
 
 
+def test_an_action_without_the_camera_is_not_rendered_but_keeps_pose_camera_and_step(session):
+    session.load_scene(SCENE)
+    _, bare = session.act("MoveAhead", camera=False)
+    rendered = session.world.observe()
+    assert bare.observation.rgb.size == bare.observation.depth.size == bare.observation.segments.size == 0
+    assert not bare.observation.segment_instances and rendered.segment_instances
+    kept = ("pose", "camera_position", "intrinsics", "step")
+    assert [getattr(bare.observation, k) for k in kept] == [getattr(rendered, k) for k in kept]
+    done, why = session.act_sequence(["RotateLeft", "RotateLeft"], [], 0.0, 0.0, camera=False)
+    assert why == "" and [f.observation.rgb.size for _, f in done] == [0, 0]
+    assert done[-1][1].observation.pose == session.world.agent_pose()
+
+
 def test_an_action_sequence_runs_as_single_actions_until_a_pose_is_not_the_expected_one(session):
     session.load_scene(SCENE)
     start = session.world.agent_pose()

@@ -254,6 +254,14 @@ def test_observation_has_the_documented_shapes_and_dtypes(world: ThorWorld) -> N
     assert obs.camera_position == pytest.approx((0.0, fake.AGENT_Y + fake.CAMERA_OFFSET, 0.0))
 
 
+def test_observe_pose_is_the_observation_without_its_images(world: ThorWorld) -> None:
+    world.step(Action.ROTATE_RIGHT)
+    bare, full = world.observe_pose(), world.observe()
+    assert bare.rgb.size == bare.depth.size == bare.segments.size == 0 and not bare.segment_instances
+    kept = ("pose", "camera_position", "intrinsics", "step")
+    assert [getattr(bare, k) for k in kept] == [getattr(full, k) for k in kept]
+
+
 def test_intrinsics_come_from_the_vertical_fov(world: ThorWorld) -> None:
     intrinsics = world.observe().intrinsics
     # 320 x 240 at a vertical FOV of 90 deg: f = 120 px, principal point at the pixel-centre convention.

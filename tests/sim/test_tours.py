@@ -13,7 +13,7 @@ from ovman_core.config import load_config
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.tours import plan_tour, tour_observations
-from ovman_sim.world import Action, ActionResult, Observation, World
+from ovman_sim.world import Action, ActionResult, Observation, World, pose_observation
 
 SCENE = "embedded-3"
 
@@ -164,6 +164,9 @@ class ListWorld:
             self.intrinsics,
             self.steps,
         )
+
+    def observe_pose(self):
+        return pose_observation(self.pose, (self.pose.x, 1.5, self.pose.z), self.intrinsics, self.steps)
 
     def step(self, action):
         self.calls.append(f"step {Action(action).value}")

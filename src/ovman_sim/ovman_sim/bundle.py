@@ -247,11 +247,20 @@ reads them without decoding the objects (the bulk of the record)."""
 _DECODER = json.JSONDecoder()
 
 
-def ground_truth_json(observation: Observation, objects: WorldState, stamp_ns: int) -> str:
+def objects_json(objects: WorldState) -> str:
+    """The ``objects`` field of a ground-truth record: the JSON list of every object's state, by instance id."""
+    return json.dumps([object_state_to_dict(obj) for obj in sorted(objects, key=lambda o: o.instance_id)])
+
+
+def ground_truth_json(
+    observation: Observation, objects: WorldState, stamp_ns: int, objects_text: str | None = None
+) -> str:
     """The GROUND_TRUTH_TOPIC record of a frame stamped ``stamp_ns`` (floats in full precision):
-    one JSON object, :data:`GROUND_TRUTH_HEADER` first, then the rest with keys sorted."""
+    one JSON object, :data:`GROUND_TRUTH_HEADER` first, then the rest with keys sorted
+    (camera_position, objects, segment_instances). ``objects_text``: ``objects_json(objects)``
+    when the caller has it already (:class:`GroundTruthRecords`)."""
     pose = observation.pose
-    doc = {
+    head = {
         "stamp_ns": int(stamp_ns),
         "step": int(observation.step),
         "agent_pose": {
@@ -261,11 +270,25 @@ def ground_truth_json(observation: Observation, objects: WorldState, stamp_ns: i
             "horizon_deg": float(pose.horizon_deg),
         },
         "camera_position": [float(v) for v in observation.camera_position],
-        "segment_instances": {str(int(k)): str(v) for k, v in sorted(observation.segment_instances.items())},
-        "objects": [object_state_to_dict(obj) for obj in sorted(objects, key=lambda o: o.instance_id)],
     }
-    ordered = {key: doc.pop(key) for key in GROUND_TRUTH_HEADER} | dict(sorted(doc.items()))
-    return json.dumps(ordered)
+    tail = {"segment_instances": {str(int(k)): str(v) for k, v in sorted(observation.segment_instances.items())}}
+    listed = objects_json(objects) if objects_text is None else objects_text
+    return f'{json.dumps(head)[:-1]}, "objects": {listed}, {json.dumps(tail)[1:]}'
+
+
+class GroundTruthRecords:
+    """:func:`ground_truth_json` for a stream of frames, the objects' JSON (most of a record) kept
+    from the previous frame while the objects are equal (a world publishes one record per step,
+    and objects change only when something moves). Not thread-safe."""
+
+    def __init__(self) -> None:
+        self._objects: WorldState | None = None
+        self._text = ""
+
+    def record(self, observation: Observation, objects: WorldState, stamp_ns: int) -> str:
+        if self._objects is None or (objects is not self._objects and objects != self._objects):
+            self._objects, self._text = objects, objects_json(objects)
+        return ground_truth_json(observation, objects, stamp_ns, self._text)
 
 
 def ground_truth_header(text: str) -> tuple[int, AgentPose]:

@@ -72,6 +72,7 @@ from ovman_sim.world import (
     MoveObject,
     Observation,
     RemoveObject,
+    pose_observation,
 )
 
 _FLOOR_SLAB = 0.05
@@ -184,14 +185,18 @@ class EmbeddedWorld:
 
     # ------------------------------------------------------------------ protocol: camera
 
-    def observe(self) -> Observation:
+    def observe_pose(self) -> Observation:
         pose = self._pose
+        return pose_observation(pose, (pose.x, self.config.world.camera_height, pose.z), self.intrinsics, self._step)
+
+    def observe(self) -> Observation:
+        located = self.observe_pose()
+        pose = located.pose
         camera = self.config.camera
-        cam = (pose.x, self.config.world.camera_height, pose.z)
         boxes, owners, ids = self._geometry()
         frame = render(
             boxes,
-            cam,
+            located.camera_position,
             optical_axes_thor(pose.yaw_deg, pose.horizon_deg),
             self.intrinsics,
             camera.near,
@@ -210,16 +215,8 @@ class EmbeddedWorld:
         segments = lut[owner + 1]
         instances = {k + 1: ids[int(o)] for k, o in enumerate(order)}
         labels = {k: self._objects[i].state.category for k, i in instances.items()}
-        return Observation(
-            rgb=rgb,
-            depth=depth,
-            segments=segments,
-            segment_labels=labels,
-            segment_instances=instances,
-            pose=pose,
-            camera_position=cam,
-            intrinsics=self.intrinsics,
-            step=self._step,
+        return dataclasses.replace(
+            located, rgb=rgb, depth=depth, segments=segments, segment_labels=labels, segment_instances=instances
         )
 
     def _low_light(self, rgb: np.ndarray, depth: np.ndarray, owner: np.ndarray):

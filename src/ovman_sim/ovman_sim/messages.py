@@ -171,10 +171,16 @@ def odometry_msg(observation: Observation, stamp_ns: int, frames: FramesConfig) 
 
 
 def bundle_messages(
-    observation: Observation, objects: WorldState, stamp_ns: int, frames: FramesConfig
+    observation: Observation,
+    objects: WorldState,
+    stamp_ns: int,
+    frames: FramesConfig,
+    records: bundle.GroundTruthRecords | None = None,
 ) -> BundleMessages:
-    """All messages of one frame, stamped ``stamp_ns`` (images in the optical frame)."""
+    """All messages of one frame, stamped ``stamp_ns`` (images in the optical frame); the ground
+    truth through ``records`` when the caller keeps a stream of them."""
     optical = header_msg(stamp_ns, frames.optical)
+    truth = (records or bundle.GroundTruthRecords()).record(observation, objects, stamp_ns)
     return BundleMessages(
         stamp_ns=stamp_ns,
         rgb=image_msg(observation.rgb, bundle.RGB_ENCODING, optical),
@@ -187,7 +193,7 @@ def bundle_messages(
             header=header_msg(stamp_ns, frames.map), pose=pose_msg(*bundle.optical_pose(observation))
         ),
         odom=odometry_msg(observation, stamp_ns, frames),
-        ground_truth=String(data=bundle.ground_truth_json(observation, objects, stamp_ns)),
+        ground_truth=String(data=truth),
         clock=Clock(clock=time_msg(stamp_ns)),
     )
 

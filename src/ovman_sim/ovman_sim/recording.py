@@ -168,6 +168,7 @@ class VisitWriter:
         self._first_stamp: int | None = None
         self._frame_count = 0
         self._intrinsics: Intrinsics | None = None
+        self._truth_records = bundle.GroundTruthRecords()
         self._closed = False
 
     @property
@@ -200,7 +201,7 @@ class VisitWriter:
         self._put(bundle.CAMERA_INFO_TOPIC, _camera_info(header, observation.intrinsics), stamp)
         self._put(bundle.TF_TOPIC, _tf_message(bundle.dynamic_transforms(observation, frames), stamp), stamp)
         self._put(bundle.CAMERA_POSE_TOPIC, _pose_stamped(_header(stamp, frames.map), observation), stamp)
-        self._put(bundle.GROUND_TRUTH_TOPIC, _string(bundle.ground_truth_json(observation, objects, stamp)), stamp)
+        self._put(bundle.GROUND_TRUTH_TOPIC, _string(self._truth_records.record(observation, objects, stamp)), stamp)
         self._frame_count += 1
         self._intrinsics = observation.intrinsics
 

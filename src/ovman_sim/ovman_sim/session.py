@@ -122,9 +122,9 @@ class SimSession:
         self.latest = None
         return count
 
-    def act(self, action: str) -> tuple[ActionResult, Frame]:
+    def act(self, action: str, camera: bool = True) -> tuple[ActionResult, Frame]:
         """Execute one primitive action (AI2-THOR name) in the live world; returns its result and
-        the frame observed after it."""
+        the frame observed after it (without ``camera``: not rendered, see World.observe_pose)."""
         if self.mode is not Mode.LIVE:
             raise SessionError(f"act: no live world is loaded (the session holds {self.mode.value}); call load_visit")
         try:
@@ -132,7 +132,8 @@ class SimSession:
         except ValueError as err:
             raise SessionError(str(err)) from None
         result = self.world.step(parsed)
-        return result, self._frame(self.world.observe(), self.world.objects())
+        observation = self.world.observe() if camera else self.world.observe_pose()
+        return result, self._frame(observation, self.world.objects())
 
     def act_sequence(
         self,
@@ -140,6 +141,7 @@ class SimSession:
         expected: Sequence[AgentPose],
         position_tolerance: float,
         yaw_tolerance_deg: float,
+        camera: bool = True,
     ) -> tuple[list[tuple[ActionResult, Frame]], str]:
         """Execute ``actions`` in order, each as :meth:`act` does, stopping after the first that
         fails, collides, or ends farther than ``position_tolerance`` (m, floor) or
@@ -157,7 +159,7 @@ class SimSession:
             raise SessionError(str(err)) from None
         done: list[tuple[ActionResult, Frame]] = []
         for index, action in enumerate(actions):
-            result, frame = self.act(action)
+            result, frame = self.act(action, camera)
             done.append((result, frame))
             if result.collided or not result.success:
                 what = "collided" if result.collided else "failed"

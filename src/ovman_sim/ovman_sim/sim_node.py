@@ -14,9 +14,11 @@ For every frame it publishes one bundle, all with the same stamp (sim time, adva
 
 After an Act the camera part of the bundle (images, labels, camera_info, ``/camera/pose``) is
 published only while ``node.act_camera`` is true; clock, transforms, odometry and ground truth
-always are. ``node.act_camera`` is the one parameter that may change at run time (e.g. through
-``/sim_node/set_parameters``): a benchmark graph turns it on only while a consumer follows a
-target by sight, so that embodied runs do not serialise images nobody reads.
+always are (with the camera off the frame is not rendered at all, and its ground truth lists no
+``segment_instances``: no instance image went out). ``node.act_camera`` is the one parameter
+that may change at run time (e.g. through ``/sim_node/set_parameters``): a benchmark graph turns
+it on only while a consumer follows a target by sight, so that embodied runs neither render nor
+serialise images nobody reads.
 
 Playback (``~/play_tour``) waits ``node.play_period_s`` (wall) between frames, a real-time rate for
 RViz and live use. With 0 it publishes as fast as the subscribers keep up: when ``node.qos_depth``
@@ -128,6 +130,7 @@ class SimNode(Node):
         self._ground_truth = self.create_publisher(String, bundle.GROUND_TRUTH_TOPIC, frames_qos)
         self._tf = self.create_publisher(TFMessage, bundle.TF_TOPIC, TF_QOS)
         self._tf_static = self.create_publisher(TFMessage, bundle.TF_STATIC_TOPIC, LATCHED_QOS)
+        self._truth_records = bundle.GroundTruthRecords()
         self._map = self.create_publisher(OccupancyGrid, bundle.MAP_TOPIC, LATCHED_QOS)
         self._clock_publisher = self.create_publisher(Clock, bundle.CLOCK_TOPIC, frames_qos)
         self._frame_publishers = (
@@ -214,29 +217,31 @@ class SimNode(Node):
         return response
 
     def _on_act(self, request: Act.Request, response: Act.Response) -> Act.Response:
+        camera = self.config.sim_node.node.act_camera
         try:
-            result, frame = self.session.act(request.action)
+            result, frame = self.session.act(request.action, camera)
         except SessionError as err:
             response.success, response.message = False, str(err)
             return response
-        self._publish(frame, camera=self.config.sim_node.node.act_camera)
+        self._publish(frame, camera=camera)
         response.success, response.collided, response.message = result.success, result.collided, result.message
         response.step = frame.observation.step
         response.pose = base_pose_msg(frame.observation, frame.stamp_ns, self.config.frames)
         return response
 
     def _on_act_sequence(self, request: ActSequence.Request, response: ActSequence.Response) -> ActSequence.Response:
+        camera = self.config.sim_node.node.act_camera
         try:
             done, response.message = self.session.act_sequence(
                 list(request.actions),
                 [start_pose_from_msg(pose, 0.0) for pose in request.expected],
                 request.position_tolerance,
                 request.yaw_tolerance_deg,
+                camera,
             )
         except SessionError as err:
             response.message = str(err)
             return response
-        camera = self.config.sim_node.node.act_camera
         for result, frame in done:
             self._publish(frame, camera=camera)
             response.success.append(result.success)
@@ -299,9 +304,11 @@ class SimNode(Node):
             self._clock_publisher.publish(Clock(clock=time_msg(stamp)))
             self._tf.publish(tf_message(bundle.dynamic_transforms(observation, frames), stamp))
             self._odom.publish(odometry_msg(observation, stamp, frames))
-            self._ground_truth.publish(String(data=bundle.ground_truth_json(observation, frame.objects, stamp)))
+            self._ground_truth.publish(String(data=self._truth_records.record(observation, frame.objects, stamp)))
             return
-        messages = bundle_messages(frame.observation, frame.objects, frame.stamp_ns, self.config.frames)
+        messages = bundle_messages(
+            frame.observation, frame.objects, frame.stamp_ns, self.config.frames, self._truth_records
+        )
         # Clock and transforms first, so a subscriber that gets the images can already look them up.
         self._clock_publisher.publish(messages.clock)
         self._tf.publish(messages.tf)

@@ -62,6 +62,7 @@ from ovman_sim.world import (
     MoveObject,
     Observation,
     RemoveObject,
+    pose_observation,
 )
 
 INSTALL_HINT = "pip install -e .[thor]"
@@ -562,6 +563,18 @@ class ThorWorld:
     def agent_pose(self) -> AgentPose:
         return agent_pose_from_metadata(self._event().metadata)
 
+    def observe_pose(self) -> Observation:
+        event = self._event()
+        metadata = event.metadata
+        if "cameraPosition" not in metadata:
+            raise ThorActionError("AI2-THOR metadata has no 'cameraPosition'; is this an ai2thor 5.0.0 build?")
+        return pose_observation(
+            agent_pose_from_metadata(metadata),
+            _xyz(metadata["cameraPosition"]),
+            Intrinsics.from_vertical_fov(event.screen_width, event.screen_height, float(metadata["fov"])),
+            self._steps,
+        )
+
     def observe(self) -> Observation:
         event = self._event()
         if event.frame is None or event.depth_frame is None or event.instance_segmentation_frame is None:
@@ -569,9 +582,8 @@ class ThorWorld:
                 "the last AI2-THOR event has no RGB, depth or instance segmentation image; the controller must "
                 "run with renderDepthImage and renderInstanceSegmentation and not headless"
             )
+        located = self.observe_pose()
         metadata = event.metadata
-        if "cameraPosition" not in metadata:
-            raise ThorActionError("AI2-THOR metadata has no 'cameraPosition'; is this an ai2thor 5.0.0 build?")
         server = self.controller.server
         camera = self._sim.camera
         depth = planar_depth(
@@ -600,16 +612,8 @@ class ThorWorld:
         segments, labels, owners = segments_from_instance_frame(
             event.instance_segmentation_frame, event.color_to_object_id, instances, visible
         )
-        return Observation(
-            rgb=rgb,
-            depth=depth,
-            segments=segments,
-            segment_labels=labels,
-            segment_instances=owners,
-            pose=agent_pose_from_metadata(metadata),
-            camera_position=_xyz(metadata["cameraPosition"]),
-            intrinsics=Intrinsics.from_vertical_fov(event.screen_width, event.screen_height, float(metadata["fov"])),
-            step=self._steps,
+        return dataclasses.replace(
+            located, rgb=rgb, depth=depth, segments=segments, segment_labels=labels, segment_instances=owners
         )
 
     def step(self, action: Action | str) -> ActionResult:

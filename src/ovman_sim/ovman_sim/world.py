@@ -118,6 +118,10 @@ class World(Protocol):
     def observe(self) -> Observation:
         """Render the current camera bundle (does not advance time)."""
 
+    def observe_pose(self) -> Observation:
+        """The current frame without its images (see :func:`pose_observation`): what a step's
+        odometry, transforms and ground truth need when nobody reads the camera."""
+
     def step(self, action: Action) -> ActionResult:
         """Execute one primitive action; advances the step counter and the mover by one tick.
 
@@ -154,6 +158,22 @@ class World(Protocol):
 
     def close(self) -> None:
         """Release the simulator."""
+
+
+def pose_observation(pose: AgentPose, camera_position: Vec3, intrinsics: Intrinsics, step: int) -> Observation:
+    """An Observation without images: pose, camera centre (world frame, metres), intrinsics and
+    step as the rendered frame would hold them; rgb, depth and segments 0x0, no segments."""
+    return Observation(
+        rgb=np.zeros((0, 0, 3), dtype=np.uint8),
+        depth=np.zeros((0, 0), dtype=np.float32),
+        segments=np.zeros((0, 0), dtype=np.int32),
+        segment_labels={},
+        segment_instances={},
+        pose=pose,
+        camera_position=camera_position,
+        intrinsics=intrinsics,
+        step=step,
+    )
 
 
 def action_sequence(names: Sequence[str]) -> list[Action]:
