@@ -15,7 +15,8 @@ from ovman_core.boxes import Box3
 from ovman_core.relations import Relation
 from ovman_eval.cli import main
 from ovman_eval.dataset import read_episodes
-from ovman_eval.map_cache import PhraseByPhraseEncoder, lean_map
+from ovman_eval.graph_run import read_group_truth
+from ovman_eval.map_cache import MapCache, PhraseByPhraseEncoder, lean_map
 from ovman_eval.results import (
     FINISHED,
     PARTIAL_RESULTS,
@@ -30,8 +31,11 @@ from ovman_eval.results import (
     to_json_line,
 )
 from ovman_eval.runner import (
+    TIMING_KEYS,
     BenchmarkError,
     BenchmarkRequest,
+    GroupEvaluator,
+    dataset_hash,
     evaluate_episode,
     parse_arms,
     pick_seed,
@@ -206,6 +210,17 @@ def test_evaluate_episode_answers_one_episode_without_a_run_directory(full_run, 
     assert to_json_line(sketch) == to_json_line(read_sketches(full_run.run_dir)["moved-0000"])
     with pytest.raises(BenchmarkError, match="no episode 'nope'"):
         evaluate_episode(dataset, "nope", config, cache_dir=cache)
+
+
+def test_the_graph_reads_the_same_ground_truth_from_the_records_alone(dataset, config, cache):
+    records = read_episodes(dataset)
+    evaluator = GroupEvaluator(config, dataset, records, MapCache(cache), dataset_hash(dataset))
+    moving = [r for r in records if r.moving_id is not None]
+    assert moving, "the dataset needs a group with a mover"
+    for record in (records[0], moving[0]):
+        truth = evaluator.group_maps([record], dict.fromkeys(TIMING_KEYS, 0.0)).truth
+        assert read_group_truth(dataset, record) == truth
+    assert truth.carried
 
 
 def test_arm_names_are_checked():

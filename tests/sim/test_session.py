@@ -53,8 +53,9 @@ def test_actions_advance_the_stamp_by_one_step_dt_and_unknown_ones_are_refused(s
         session.act("Fly")
 
 
-def test_an_action_without_the_camera_is_not_rendered_but_keeps_pose_camera_and_step(session):
-    session.load_scene(SCENE)
+def test_an_action_or_load_without_the_camera_is_not_rendered_but_keeps_pose_camera_and_step(session):
+    loaded = session.load_scene(SCENE, camera=False)
+    assert loaded.observation.rgb.size == 0 and loaded.observation.pose == session.world.agent_pose()
     _, bare = session.act("MoveAhead", camera=False)
     rendered = session.world.observe()
     assert bare.observation.rgb.size == bare.observation.depth.size == bare.observation.segments.size == 0

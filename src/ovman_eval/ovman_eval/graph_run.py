@@ -4,9 +4,9 @@ benchmark_node (:mod:`ovman_eval.benchmark_node`) drives the episodes through th
 converts messages; everything it decides or scores is here, built from the in-process runner's
 own pieces (:class:`ovman_eval.runner.GroupEvaluator`), so the two wirings score alike:
 
-- :func:`read_group_truth`: the ground truth of a recorded group, read from its recordings exactly
-  as :func:`ovman_eval.map_cache.build_group_maps` reads it (the graph maps the same frames in
-  mapping_node);
+- :func:`read_group_truth`: the ground truth of a recorded group, collected from its recordings'
+  ground-truth records as :func:`ovman_eval.map_cache.build_group_maps` collects it
+  (:class:`ovman_eval.map_cache.TruthCollector`; the graph maps the same frames in mapping_node);
 - :func:`graph_group_maps`: a :class:`ovman_eval.map_cache.GroupMaps` of the maps received from
   mapping_node (no point clouds or incremental history travel, so the map and memory diagnostics
   are not computed: graph result lines carry ``diagnostics: null``);
@@ -32,11 +32,11 @@ from ovman_core.boxes import Vec2
 from ovman_core.config import OvmanConfig
 from ovman_core.grid import GridError, grid_from_reachable
 from ovman_core.relations import Relation
-from ovman_core.world_state import ObjectState, WorldState
+from ovman_core.world_state import WorldState
 from ovman_eval.dataset import code_revision
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.failures import PartitionRadii
-from ovman_eval.map_cache import CACHE_FORMAT, GroupMaps, GroupTruth, lean_map
+from ovman_eval.map_cache import CACHE_FORMAT, GroupMaps, GroupTruth, TruthCollector, lean_map
 from ovman_eval.results import (
     ARM_ORDER,
     PARTIAL_RESULTS,
@@ -71,7 +71,7 @@ from ovman_mapping.instances import InstanceMap
 from ovman_nav.executor import NavTarget
 from ovman_query.arms import Arm
 from ovman_query.decisions import Prediction
-from ovman_sim.recording import RecordingError, read_visit
+from ovman_sim.recording import read_ground_truth
 
 WIRING = "ros_graph"
 """Added to the run identity of graph runs."""
@@ -87,28 +87,14 @@ NO_DIAGNOSTICS = {"visit1": {}, "visit2": {}, "memory": {}}
 
 
 def read_group_truth(dataset: Path, record: EpisodeRecord) -> GroupTruth:
-    """The ground truth of ``record``'s recordings (as the map cache reads it, without mapping)."""
-    first: dict[int, WorldState] = {}
-    last: dict[int, WorldState] = {}
-    seen: dict[int, set[str]] = {1: set(), 2: set()}
-    carried: list[ObjectState] = []
+    """The ground truth of ``record``'s recordings (as the map cache reads it, from the
+    ground-truth records only: no image is decoded)."""
+    collector = TruthCollector(record.moving_id)
     for visit, relative in ((1, record.recordings.visit1), (2, record.recordings.visit2)):
-        for frame in read_visit(dataset / relative):
-            first.setdefault(visit, frame.objects)
-            last[visit] = frame.objects
-            seen[visit].update(frame.observation.segment_instances.values())
-            if visit == 2 and record.moving_id is not None and record.moving_id in frame.objects:
-                carried.append(frame.objects[record.moving_id])
-        if visit not in first:
-            raise RecordingError(f"{dataset / relative}: episode {record.episode_id}: no frames recorded")
-    return GroupTruth(
-        visit1=first[1],
-        visit2_start=first[2],
-        visit2_end=last[2],
-        carried=tuple(carried),
-        discoverable1=frozenset(i for i in seen[1] if i in first[1]),
-        discoverable2=frozenset(i for i in seen[2] if i in last[2]),
-    )
+        for frame in read_ground_truth(dataset / relative):
+            collector.add(visit, frame.objects, frame.segment_instances.values())
+        collector.check(visit, dataset / relative, record.episode_id)
+    return collector.truth()
 
 
 def graph_group_maps(group_id: str, map1: InstanceMap, map2: InstanceMap, truth: GroupTruth) -> GroupMaps:

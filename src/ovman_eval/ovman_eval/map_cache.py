@@ -140,6 +140,41 @@ class GroupTruth:
     discoverable2: frozenset[str]
 
 
+class TruthCollector:
+    """Builds a :class:`GroupTruth` from a group's recorded frames, visit 1 then visit 2, each in
+    recording order (the mover, ``moving_id``, is carried through visit 2)."""
+
+    def __init__(self, moving_id: str | None) -> None:
+        self.moving_id = moving_id
+        self.first: dict[int, WorldState] = {}
+        self.last: dict[int, WorldState] = {}
+        self.seen: dict[int, set[str]] = {1: set(), 2: set()}
+        self.carried: list[ObjectState] = []
+
+    def add(self, visit: int, objects: WorldState, seen: Iterable[str]) -> None:
+        """One frame: every object's state and the instances its camera saw."""
+        self.first.setdefault(visit, objects)
+        self.last[visit] = objects
+        self.seen[visit].update(seen)
+        if visit == 2 and self.moving_id is not None and self.moving_id in objects:
+            self.carried.append(objects[self.moving_id])
+
+    def check(self, visit: int, recording: Path, episode_id: str) -> None:
+        """RecordingError when ``recording`` (``visit``) gave no frame."""
+        if visit not in self.first:
+            raise RecordingError(f"{recording}: episode {episode_id}: no frames recorded")
+
+    def truth(self) -> GroupTruth:
+        return GroupTruth(
+            visit1=self.first[1],
+            visit2_start=self.first[2],
+            visit2_end=self.last[2],
+            carried=tuple(self.carried),
+            discoverable1=frozenset(i for i in self.seen[1] if i in self.first[1]),
+            discoverable2=frozenset(i for i in self.seen[2] if i in self.last[2]),
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class GroupMaps:
     """One cache entry (see the module docstring). ``diagnostics``: ``visit1``/``visit2`` map
@@ -302,31 +337,16 @@ def build_group_maps(
     from ovman_mapping.fusion import MapBuilder
     from ovman_query.association import associate
 
-    first_state: dict[int, WorldState] = {}
-    last_state: dict[int, WorldState] = {}
-    seen: dict[int, set[str]] = {1: set(), 2: set()}
-    carried: list[ObjectState] = []
+    collector = TruthCollector(record.moving_id)
     maps: dict[int, InstanceMap] = {}
     for visit, relative in ((1, record.recordings.visit1), (2, record.recordings.visit2)):
         builder = MapBuilder(config.mapping_node, encoder, visit)
         for frame in read_visit(dataset_dir / relative):
             builder.add(frame.observation if sensor is None else sensor(frame))
-            first_state.setdefault(visit, frame.objects)
-            last_state[visit] = frame.objects
-            seen[visit].update(frame.observation.segment_instances.values())
-            if visit == 2 and record.moving_id is not None and record.moving_id in frame.objects:
-                carried.append(frame.objects[record.moving_id])
-        if visit not in first_state:
-            raise RecordingError(f"{dataset_dir / relative}: episode {record.episode_id}: no frames recorded")
+            collector.add(visit, frame.objects, frame.observation.segment_instances.values())
+        collector.check(visit, dataset_dir / relative, record.episode_id)
         maps[visit] = builder.build()
-    truth = GroupTruth(
-        visit1=first_state[1],
-        visit2_start=first_state[2],
-        visit2_end=last_state[2],
-        carried=tuple(carried),
-        discoverable1=frozenset(i for i in seen[1] if i in first_state[1]),
-        discoverable2=frozenset(i for i in seen[2] if i in last_state[2]),
-    )
+    truth = collector.truth()
     gate = config.benchmark_node.diagnostics.match_gate
     first = diagnose_map(maps[1], truth.visit1, truth.discoverable1, gate)
     second = diagnose_map(maps[2], truth.visit2_end, truth.discoverable2, gate)

@@ -367,6 +367,52 @@ def read_visit(path: str | os.PathLike[str]) -> Iterator[RecordedFrame]:
     return _frames(reader, path, info, frame_count, connections)
 
 
+def read_ground_truth(path: str | os.PathLike[str]) -> Iterator[GroundTruthFrame]:
+    """Iterate the ground-truth records of a recording in order, without decoding its images (the
+    objects and the segment owners of each frame, e.g. to score against). Checks the metadata now
+    and the record count and stamps as it reads; RecordingError naming the file otherwise."""
+    path = Path(path)
+    reader = _open_reader(path)
+    try:
+        info, frame_count = _info_of(reader, path)
+        connection = _connections_of(reader, path, frame_count)[bundle.GROUND_TRUTH_TOPIC]
+    except BaseException:
+        reader.close()
+        raise
+    return _truth_frames(reader, path, info, frame_count, connection)
+
+
+def _truth_frames(
+    reader: Reader, path: Path, info: VisitInfo, frame_count: int, connection: Any
+) -> Iterator[GroundTruthFrame]:
+    topic = bundle.GROUND_TRUTH_TOPIC
+    clock = bundle.FrameClock(info.step_dt)
+    produced = 0
+    try:
+        for _, timestamp, raw in reader.messages(connections=[connection]):
+            text = _decode(raw, connection.msgtype, path, topic, timestamp).data
+            try:
+                truth = bundle.parse_ground_truth_json(text)
+            except BundleFormatError as err:
+                raise RecordingError(f"{path}: frame at stamp {timestamp} ns: topic {topic}: {err}") from None
+            if truth.stamp_ns != timestamp or clock.stamp(truth.step) != timestamp:
+                raise RecordingError(
+                    f"{path}: frame at stamp {timestamp} ns: topic {topic}: step {truth.step} / stamp "
+                    f"{truth.stamp_ns} ns do not match the message time (step_dt {info.step_dt} s)"
+                )
+            produced += 1
+            yield truth
+    except _STORAGE_ERRORS as err:
+        raise RecordingError(
+            f"{path}: cannot read frame {produced} (topic {topic}): the file is corrupt or truncated: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    finally:
+        reader.close()
+    if produced != frame_count:
+        raise RecordingError(f"{path}: truncated: metadata promises {frame_count} frames, the file holds {produced}")
+
+
 def _frames(
     reader: Reader, path: Path, info: VisitInfo, frame_count: int, connections: dict[str, Any]
 ) -> Iterator[RecordedFrame]:
@@ -657,6 +703,7 @@ __all__ = [
     "RecordingError",
     "VisitInfo",
     "VisitWriter",
+    "read_ground_truth",
     "read_visit",
     "read_visit_info",
     "write_visit",

@@ -90,10 +90,11 @@ class SimSession:
         objects: WorldState | None = None,
         pose: AgentPose | None = None,
         mover: tuple[str, int] | None = None,
+        camera: bool = True,
     ) -> Frame:
         """Load a live visit: ``scene`` with exactly ``objects`` (default: the scene's own), the
         agent at ``pose`` (default: the scene's start), the mover carrying ``mover[0]`` with seed
-        ``mover[1]``. Returns the first frame."""
+        ``mover[1]``. Returns the first frame (without ``camera``: not rendered, as in :meth:`act`)."""
         if not scene:
             raise SessionError("load a visit: the scene name is empty")
         world = self.world
@@ -108,7 +109,7 @@ class SimSession:
         self.mode, self.scene = Mode.LIVE, scene
         self._recording = self._recording_info = None
         self.frame_count = 0
-        return self._frame(world.observe(), world.objects())
+        return self._frame(world.observe() if camera else world.observe_pose(), world.objects())
 
     def load_recording(self, path: str | Path) -> int:
         """Open a recorded visit to play instead of a live world; returns its frame count."""

@@ -12,8 +12,9 @@ For every frame it publishes one bundle, all with the same stamp (sim time, adva
   ``/odom`` (nav_msgs/Odometry), ``/clock``, also transient local;
 - ``/ovman/ground_truth`` (JSON, evaluation only).
 
-After an Act the camera part of the bundle (images, labels, camera_info, ``/camera/pose``) is
-published only while ``node.act_camera`` is true; clock, transforms, odometry and ground truth
+After an Act or a LoadVisit the camera part of the bundle (images, labels, camera_info,
+``/camera/pose``) is published only while ``node.act_camera`` is true (a scene loaded at start-up,
+``node.scene``, always publishes it); clock, transforms, odometry and ground truth
 always are (with the camera off the frame is not rendered at all, and its ground truth lists no
 ``segment_instances``: no instance image went out). ``node.act_camera`` is the one parameter
 that may change at run time (e.g. through ``/sim_node/set_parameters``): a benchmark graph turns
@@ -207,8 +208,9 @@ class SimNode(Node):
                     else None
                 )
                 mover = (request.mover_instance_id, int(request.mover_seed)) if request.mover_instance_id else None
-                frame = self.session.load_scene(request.scene, objects, pose, mover)
-                self._publish_live_load(frame)
+                camera = self.config.sim_node.node.act_camera
+                frame = self.session.load_scene(request.scene, objects, pose, mover, camera)
+                self._publish_live_load(frame, camera)
                 response.message = f"scene {request.scene} loaded at step {frame.observation.step}"
             response.success = True
         except SessionError as err:
@@ -277,11 +279,11 @@ class SimNode(Node):
 
     # ---------------------------------------------------------------- publishing
 
-    def _publish_live_load(self, frame: Frame) -> None:
+    def _publish_live_load(self, frame: Frame, camera: bool = True) -> None:
         fields = self.session.occupancy()
         if fields is not None:
             self._map.publish(occupancy_grid_msg(fields, frame.stamp_ns))
-        self._publish(frame)
+        self._publish(frame, camera)
 
     def _acknowledged(self, timeout: Duration) -> bool:
         """Whether every reliable subscriber has every frame published (waiting at most ``timeout``)."""
