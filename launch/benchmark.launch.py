@@ -6,7 +6,8 @@
 Starts sim_node, mapping_node, query_node, nav_node and benchmark_node as described by
 :mod:`ovman_eval.graph` (the description ``ovman launch benchmark`` starts too), every node with
 its parameters from the configuration (``config:=`` or the ovman.yaml installed in this package's
-share directory, also exported as ``$OVMAN_CONFIG``), and RViz with ``config/ovman.rviz`` when
+share directory, also exported as ``$OVMAN_CONFIG``; ``$FASTDDS_DEFAULT_PROFILES_FILE`` is the
+share directory's ``config/fastdds.xml`` unless already set), and RViz with ``config/ovman.rviz`` when
 ``rviz:=true``. The launch shuts down when benchmark_node exits; the results are in
 ``output``/<UTC stamp> (or ``run_dir``). Every argument is listed by
 ``ros2 launch ovman_eval benchmark.launch.py --show-args``.
@@ -14,6 +15,7 @@ share directory, also exported as ``$OVMAN_CONFIG``), and RViz with ``config/ovm
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ament_index_python.packages import get_package_share_directory
@@ -55,6 +57,8 @@ def _graph_actions(context) -> list:
     options = graph.BenchmarkOptions.from_arguments(values, base)
     config = graph.config_for_dataset(base, options.dataset)
     actions: list = [SetEnvironmentVariable(CONFIG_ENV, str(config_path))]
+    dds = graph.node_environment(os.environ, graph.share_path(share, graph.DDS_PROFILE_FILE))
+    actions += [SetEnvironmentVariable(name, value) for name, value in dds.items()]
     for spec in graph.benchmark_graph(config, options):
         node = _node(spec)
         actions.append(node)

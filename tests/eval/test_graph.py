@@ -24,7 +24,7 @@ import yaml
 from ovman_core.config import CONFIG_ENV, load_config, node_parameters, to_document
 from ovman_core.relations import Relation
 from ovman_eval import graph
-from ovman_eval.launch_command import RunningGraph, node_command, run_graph
+from ovman_eval.launch_command import RunningGraph, node_command, nodes_environment, run_graph
 
 from .generation_setup import generate, request, small_config
 
@@ -51,7 +51,9 @@ def share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (share / "config").mkdir(parents=True)
     (share / "config" / "ovman.yaml").write_text(yaml.safe_dump(to_document(small_config())), encoding="utf-8")
     (share / "config" / "ovman.rviz").write_text((REPO / "config" / "ovman.rviz").read_text())
+    (share / "config" / "fastdds.xml").write_text((REPO / "config" / "fastdds.xml").read_text())
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    monkeypatch.delenv(graph.DDS_PROFILE_ENV, raising=False)
     return share
 
 
@@ -78,6 +80,8 @@ def test_with_rviz_sim_node_keeps_real_time_playback_and_the_camera_after_every_
     assert watched["node.play_period_s"] == config.sim_node.node.play_period_s > 0.0
     assert watched["node.act_camera"] is config.sim_node.node.act_camera is True
     assert watched["node.qos_depth"] == config.sim_node.node.qos_depth
+    mapping = {n.name: n for n in graph.benchmark_graph(config, options(dataset, rviz=True))}["mapping_node"]
+    assert mapping.parameters["node.qos_keep_all"] is config.mapping_node.node.qos_keep_all is False
     arguments = {a.name: a.default for a in graph.LAUNCH_ARGUMENTS} | {"dataset": str(dataset), "rviz": "true"}
     assert graph.BenchmarkOptions.from_arguments(arguments, config).rviz is True
 
@@ -95,7 +99,12 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
             "node.act_camera": False,
             "node.qos_depth": config.mapping_node.node.qos_depth,
         },
-        "mapping_node": {"node.start_visit": 0, "node.sync_max_pending": config.mapping_node.node.qos_depth},
+        # Lossless: sim_node's acknowledgements say a frame arrived, not that it was fused.
+        "mapping_node": {
+            "node.start_visit": 0,
+            "node.sync_max_pending": config.mapping_node.node.qos_depth,
+            "node.qos_keep_all": True,
+        },
         "query_node": {},
         "nav_node": {"navigation.scene": ""},
     }
@@ -332,8 +341,8 @@ def test_launch_file_declares_every_argument_of_the_description_with_its_descrip
 def test_launch_file_starts_the_description_with_share_directory_paths(fake_launch: None, share: Path, dataset: Path):
     _, actions = launch({"dataset": str(dataset), "arms": "two_visit,given_answer", "seeds": "0,1"})
     config_path = share / "config" / "ovman.yaml"
-    (env,) = [a for a in actions if isinstance(a, SetEnvironmentVariable)]
-    assert (env.name, Path(env.value)) == (CONFIG_ENV, config_path)
+    environment = {a.name: a.value for a in actions if isinstance(a, SetEnvironmentVariable)}
+    assert environment == {CONFIG_ENV: str(config_path), graph.DDS_PROFILE_ENV: str(share / "config" / "fastdds.xml")}
     expected = graph.benchmark_graph(
         graph.config_for_dataset(load_config(config_path), dataset),
         options(dataset, arms=("two_visit", "given_answer"), seeds=(0, 1)),
@@ -345,6 +354,18 @@ def test_launch_file_starts_the_description_with_share_directory_paths(fake_laun
         assert node.remappings == list(spec.remappings) and node.arguments == list(spec.arguments)
     # The shipped small config (64x48 camera) is what the nodes get, not the repository's.
     assert nodes[0].parameters[0]["camera.width"] == 64
+
+
+def test_a_fast_dds_profile_the_user_set_is_kept(
+    fake_launch: None, share: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv(graph.DDS_PROFILE_ENV, "/etc/mine.xml")
+    _, actions = launch({"dataset": str(dataset)})
+    assert [a.name for a in actions if isinstance(a, SetEnvironmentVariable)] == [CONFIG_ENV]
+    assert graph.node_environment({graph.DDS_PROFILE_ENV: "/etc/mine.xml"}, share / "config" / "fastdds.xml") == {}
+    # An empty variable names no profile.
+    profile = share / "config" / "fastdds.xml"
+    assert graph.node_environment({graph.DDS_PROFILE_ENV: ""}, profile) == {graph.DDS_PROFILE_ENV: str(profile)}
 
 
 def test_launch_ends_when_benchmark_node_exits(fake_launch: None, share: Path, dataset: Path):
@@ -476,6 +497,12 @@ def test_rviz_layout_shows_map_markers_answer_plan_camera_and_tf_in_the_map_fram
     assert shown["rviz_default_plugins/Path"] == [PLAN_TOPIC]
     assert shown["rviz_default_plugins/Image"] == [bundle.RGB_TOPIC]
     assert "rviz_default_plugins/TF" in shown
+
+
+def test_ovman_launch_gives_the_nodes_the_checkouts_fast_dds_profile_unless_one_is_set():
+    profile = REPO / "config" / "fastdds.xml"
+    assert nodes_environment({"PATH": "/bin"}) == {"PATH": "/bin", graph.DDS_PROFILE_ENV: str(profile)}
+    assert nodes_environment({graph.DDS_PROFILE_ENV: "/etc/mine.xml"}) == {graph.DDS_PROFILE_ENV: "/etc/mine.xml"}
 
 
 def test_ovman_launch_refuses_a_missing_dataset_before_starting_nodes(tmp_path: Path, capsys):

@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from ovman_eval.graph import DDS_PROFILE_ENV, DDS_PROFILE_FILE
+
+DDS_PROFILE = Path(__file__).resolve().parents[2] / DDS_PROFILE_FILE
+"""The repository's config/fastdds.xml."""
+
 # Fast DDS accepts domain ids 0..232; keep clear of 0 (the default every other ROS user shares).
 _DOMAIN_ID_BASE = 100
 _DOMAIN_ID_LIMIT = 232
@@ -22,22 +27,30 @@ def private_domain_id(pid: int) -> int:
     return min(pid % 100 + _DOMAIN_ID_BASE, _DOMAIN_ID_LIMIT - 1)
 
 
+def ros_environment(log_dir: Path) -> dict[str, str]:
+    """The variables that isolate a test's ROS graph: loopback-only discovery, a private domain,
+    logs in ``log_dir``, the graph's Fast DDS profile. Unset ``ROS_STATIC_PEERS`` too."""
+    return {
+        # Without this, DDS discovery multicasts on the real network interfaces (Kilted ignores
+        # ROS_LOCALHOST_ONLY).
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "ROS_DOMAIN_ID": str(private_domain_id(os.getpid())),
+        "ROS_LOG_DIR": str(log_dir),
+        # Large camera bundles over shared memory, as both graph starters give it to the nodes.
+        DDS_PROFILE_ENV: str(DDS_PROFILE),
+    }
+
+
 @pytest.fixture
 def ros_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    """Isolate ROS for this test: loopback-only discovery, a private domain, logs in tmp_path.
+    """Isolate ROS for this test (:func:`ros_environment`, logs in tmp_path).
 
     Sets the variables in os.environ (undone after the test), so that an rclpy context created
     afterwards and any subprocess started with ``env=os.environ`` use them. Returns the values.
     """
     log_dir = tmp_path / "ros_log"
     log_dir.mkdir()
-    values = {
-        # Without this, DDS discovery multicasts on the real network interfaces (Kilted ignores
-        # ROS_LOCALHOST_ONLY).
-        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-        "ROS_DOMAIN_ID": str(private_domain_id(os.getpid())),
-        "ROS_LOG_DIR": str(log_dir),
-    }
+    values = ros_environment(log_dir)
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     # A static peer list from the user's shell would defeat the isolation.

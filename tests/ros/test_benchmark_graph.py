@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from ovman_eval.launch_command import run_graph
 from ovman_eval.results import ARM_ORDER, FINISHED, RESULTS, RUN_FILE, to_json_line
 from ovman_eval.runner import BenchmarkRequest, parse_arms, run_benchmark
 
-from .conftest import private_domain_id
+from .conftest import ros_environment
 
 pytestmark = pytest.mark.ros
 
@@ -104,9 +103,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     nodes = benchmark_graph(config_for_dataset(config, dataset), options)
     log_dir = directory / "logs"
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        env.setenv("ROS_DOMAIN_ID", str(private_domain_id(os.getpid())))
-        env.setenv("ROS_LOG_DIR", str(log_dir / "ros"))
+        for name, value in ros_environment(log_dir / "ros").items():
+            env.setenv(name, value)
         env.setenv("HF_HUB_OFFLINE", "1")
         # Five processes on a small machine: one math thread each keeps them from thrashing.
         env.setenv("OMP_NUM_THREADS", "1")

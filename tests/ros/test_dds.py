@@ -7,12 +7,16 @@ Needs rclpy and the interface packages built into the running venv (scripts/buil
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ovman_eval.graph import DDS_PROFILE_ENV
+
+from .conftest import DDS_PROFILE
 from .processes import NodeProcess
 
 try:
@@ -139,3 +143,25 @@ def test_private_domain_id_is_isolated_from_the_default(ros_env: dict[str, str])
     assert 100 <= domain_id < 232
     assert ros_env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
     assert os.environ["ROS_LOG_DIR"] == ros_env["ROS_LOG_DIR"]
+
+
+PROBE = "import rclpy; rclpy.init(); rclpy.create_node('profile_probe').destroy_node(); rclpy.shutdown(); print('ok')"
+
+
+def probe_participant(profile: Path) -> subprocess.CompletedProcess[str]:
+    """A process that creates one node with ``profile`` as its Fast DDS profile."""
+    env = {**os.environ, DDS_PROFILE_ENV: str(profile)}
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=DISCOVERY_TIMEOUT_S
+    )
+
+
+def test_the_graphs_fast_dds_profile_loads_without_an_error(ros_env: dict[str, str], tmp_path: Path) -> None:
+    assert ros_env[DDS_PROFILE_ENV] == str(DDS_PROFILE)
+    loaded = probe_participant(DDS_PROFILE)
+    assert loaded.stdout.strip() == "ok" and "Error" not in loaded.stderr, loaded.stderr
+    # Fast DDS only logs a profile it cannot read and goes on with its defaults: the check above
+    # must see such a log.
+    broken = tmp_path / "broken.xml"
+    broken.write_text(DDS_PROFILE.read_text().replace("segment_size>", "segment_bytes>"))
+    assert "XMLPARSER" in probe_participant(broken).stderr

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -52,7 +51,7 @@ from ovman_sim.recording import VisitInfo, VisitWriter, read_visit
 from ovman_sim.tours import tour_observations
 from ovman_sim.world import MoveObject, RemoveObject
 
-from .conftest import private_domain_id
+from .conftest import ros_environment
 from .processes import NodeProcess
 
 pytestmark = pytest.mark.ros
@@ -180,9 +179,8 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
     log_dir = directory / "ros_log"
     log_dir.mkdir()
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        env.setenv("ROS_DOMAIN_ID", str(private_domain_id(os.getpid())))
-        env.setenv("ROS_LOG_DIR", str(log_dir))
+        for name, value in ros_environment(log_dir).items():
+            env.setenv(name, value)
         env.setenv("HF_HUB_OFFLINE", "1")
         # Three processes load torch on a small machine: one math thread each keeps them from thrashing
         # (multi-threaded BLAS spin-waits make small matrix products ~100x slower under load).
@@ -192,7 +190,14 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
         processes = [
             # Unpaced playback: sim_node publishes as fast as its acknowledgement window lets it.
             node_process("sim_node", "ovman_sim.sim_node", ["node.play_period_s:=0.0", "node.qos_depth:=4"], directory),
-            node_process("mapping_node", "ovman_mapping.mapping_node", [], directory),
+            # A history of one bundle that keeps every bundle until fused: nothing of a tour is lost
+            # although it arrives faster than it is fused (acknowledged on arrival, not on fusion).
+            node_process(
+                "mapping_node",
+                "ovman_mapping.mapping_node",
+                ["node.qos_depth:=1", "node.qos_keep_all:=true"],
+                directory,
+            ),
             node_process("query_node", "ovman_query.query_node", [], directory),
         ]
         context = Context()

@@ -25,7 +25,7 @@ try:
     from action_msgs.msg import GoalStatus
     from action_msgs.srv import CancelGoal
     from geometry_msgs.msg import Point, PointStamped
-    from nav_msgs.msg import OccupancyGrid
+    from nav_msgs.msg import OccupancyGrid, Odometry
     from rclpy.action import ActionClient
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.task import Future
@@ -208,6 +208,29 @@ def test_nav_node_drives_sim_node_over_dds_to_a_goal(sim_graph, commander, home)
     assert math.hypot(final.x - target.point.x, final.y - target.point.y) <= R + 1e-6
     assert result.collisions == 0 and result.path_length > 3.0
     assert sim_graph.nav.stop() == 0, sim_graph.diagnosis()
+
+
+def test_a_commander_on_a_given_executor_serves_the_other_nodes_while_it_waits(sim_graph, rclpy_context, home):
+    start, reachable = home
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    watcher = rclpy.create_node("odom_watcher", context=rclpy_context)
+    executor.add_node(watcher)
+    poses: list[Odometry] = []
+    watcher.create_subscription(Odometry, "/odom", poses.append, 100)
+    shared = OvmanCommander("shared_commander", executor=executor, context=rclpy_context)
+    try:
+        assert shared.goToPoint(map_target(farthest(reachable, start.floor)), timeout_sec=DISCOVERY_TIMEOUT_S)
+        before = len(poses)
+        wait_until_complete(shared, sim_graph)
+        assert shared.getResult() is TaskResult.SUCCEEDED, (shared.getTaskError(), sim_graph.diagnosis())
+        assert len(poses) - before >= shared.getNavResult().steps  # one /odom per step, handled in the waits
+    finally:
+        shared.destroy_node()
+    assert executor.get_nodes() == [watcher]  # the shared executor is left running for its other nodes
+    executor.spin_once(timeout_sec=0.0)
+    executor.remove_node(watcher)
+    watcher.destroy_node()
+    executor.shutdown()
 
 
 def wait_for_first_step(commander: OvmanCommander, node: NodeProcess | SimGraph) -> Navigate.Feedback:

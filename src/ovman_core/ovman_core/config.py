@@ -233,6 +233,7 @@ class MappingNodeParams:
     """mapping_node's ROS side: subscription depth, synchroniser bound, visit control (seconds)."""
 
     qos_depth: int
+    qos_keep_all: bool
     sync_max_pending: int
     start_visit: int
     finish_timeout_s: float

@@ -132,10 +132,6 @@ SIM_ACT_CAMERA = "node.act_camera"
 RUN_PARAMETERS: dict[str, Any] = {RUN_DATASET: "", RUN_OUTPUT: "runs", RUN_DIR: "", RUN_STATIC_ONLY: False}
 SPIN_PERIOD_S = 0.02
 """(s): longest a wait blocks in one spin before it checks its condition and deadline again."""
-FOLLOW_SPIN_S = 0.002
-"""(s): the same while following a moving target, whose updates should reach nav_node early."""
-DRAIN_LIMIT = 200
-"""Most callbacks handled in one :meth:`BenchmarkNode.drain` (frames come one bundle per action)."""
 FRAME_QOS = QoSProfile(
     depth=1000,
     history=HistoryPolicy.KEEP_LAST,
@@ -223,8 +219,13 @@ class BenchmarkNode(Node):
         self._executor = SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self)
         # The process's --ros-args (node name remap, params file) are this node's, not the commander's.
+        # One executor for both: a frame is handled while the commander waits for the result.
         self.commander = OvmanCommander(
-            node_name=f"{NODE_NAME}_commander", context=self.context, use_global_arguments=False
+            node_name=f"{NODE_NAME}_commander",
+            executor=self._executor,
+            context=self.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
         )
         self.clients_by_name: dict[str, Client] = {
             LOAD_VISIT_SERVICE: self.create_client(LoadVisit, LOAD_VISIT_SERVICE),
@@ -249,7 +250,8 @@ class BenchmarkNode(Node):
         self._camera_sync: StampSynchronizer[Any] | None = None
         self._camera_observations: list[tuple[int, Observation]] = []
         self._camera_subscribed = False
-        self._handled = 0
+        self._follow: Callable[[], None] | None = None
+        """While a moving target is followed: what to do after each frame (see :meth:`navigate`)."""
         self._retargets = 0
         self.sim_parameters = AsyncParameterClient(self, SIM_NODE)
         self.sim_act_camera = True
@@ -280,11 +282,11 @@ class BenchmarkNode(Node):
         self.change_sets += 1
 
     def _keep_truth(self, message: String) -> None:
-        self._handled += 1
         self.truth_frames.append(TruthMessage.parse(message.data))
+        if self._follow is not None:
+            self._follow()
 
     def _on_camera(self, topic: str, message: Any) -> None:
-        self._handled += 1
         if self._camera_sync is None:
             return
         if topic == bundle.INSTANCE_LABELS_TOPIC:
@@ -298,6 +300,8 @@ class BenchmarkNode(Node):
             self._camera_observations.append(
                 (complete.stamp_ns, observation_from_topics(items, self.config.frames.map))
             )
+            if self._follow is not None:
+                self._follow()
 
     # ---------------------------------------------------------------- waiting on the graph
 
@@ -308,14 +312,6 @@ class BenchmarkNode(Node):
             if time.monotonic() > deadline:
                 raise GraphCallError(f"{what}: nothing within {timeout_s:.0f} s (benchmark_node.node timeouts)")
             self._executor.spin_once(timeout_sec=SPIN_PERIOD_S)
-
-    def drain(self) -> None:
-        """Handle every message already waiting (at most :data:`DRAIN_LIMIT`), without blocking."""
-        for _ in range(DRAIN_LIMIT):
-            before = self._handled
-            self._executor.spin_once(timeout_sec=0.0)
-            if self._handled == before:
-                return
 
     def call(self, service: str, request: Any) -> Any:
         future = self.clients_by_name[service].call_async(request)
@@ -482,27 +478,28 @@ class BenchmarkNode(Node):
         camera_switched = plan.follow is Follow.SIGHTINGS and not self.sim_act_camera
         if camera_switched:
             self.set_sim_act_camera(True)
-        accepted = self.commander.goToPoint(
-            goal,
-            record.moving_id is not None,
-            region_corners(target.region),
-            timeout_sec=self.waits.call_timeout_s,
-            update_every_step=follow is not None,
-        )
-        if not accepted:
-            raise GraphCallError(f"nav_node did not accept the goal of episode {record.episode_id}")
-        deadline = time.monotonic() + self.waits.navigate_timeout_s
-        # A followed target is re-estimated from every frame as soon as it arrives: spin briefly.
-        spin = FOLLOW_SPIN_S if follow is not None else SPIN_PERIOD_S
-        while not self.commander.isTaskComplete(spin_sec=spin):
-            self.drain()
-            if follow is not None:
-                follow()
-            if time.monotonic() > deadline:
-                self.commander.cancelTask()
-                raise GraphCallError(
-                    f"episode {record.episode_id}: navigation did not end within {self.waits.navigate_timeout_s} s"
-                )
+        # A followed target is re-estimated in the frame callbacks, as soon as each frame arrives
+        # (nav_node waits for that update before its next action); the commander's waits spin them.
+        self._follow = follow
+        try:
+            accepted = self.commander.goToPoint(
+                goal,
+                record.moving_id is not None,
+                region_corners(target.region),
+                timeout_sec=self.waits.call_timeout_s,
+                update_every_step=follow is not None,
+            )
+            if not accepted:
+                raise GraphCallError(f"nav_node did not accept the goal of episode {record.episode_id}")
+            deadline = time.monotonic() + self.waits.navigate_timeout_s
+            while not self.commander.isTaskComplete(spin_sec=SPIN_PERIOD_S):
+                if time.monotonic() > deadline:
+                    self.commander.cancelTask()
+                    raise GraphCallError(
+                        f"episode {record.episode_id}: navigation did not end within {self.waits.navigate_timeout_s} s"
+                    )
+        finally:
+            self._follow = None
         self._camera_sync = None
         if camera_switched:
             self.set_sim_act_camera(False)

@@ -20,9 +20,15 @@ Unless RViz watches (``rviz``), the graph runs as fast as its nodes keep up: sim
 unpaced (``node.play_period_s`` 0) with its acknowledgement flow control, at most a window of
 mapping_node's ``node.qos_depth`` frames unacknowledged (its publishers' depth); mapping_node's
 synchroniser then holds that many incomplete stamps (small messages of a burst arrive before the
-images of earlier frames). sim_node publishes the camera bundle after an action only when
-benchmark_node asks for it (``node.act_camera`` false). With RViz these keep the configuration's
-values (real-time playback, the camera after every action).
+images of earlier frames), and its subscriptions keep every bundle (``node.qos_keep_all``): an
+acknowledgement says that a frame arrived, not that it was fused, so a bounded history would
+overwrite frames whenever fusing lags behind the tour. sim_node publishes the camera bundle after
+an action only when benchmark_node asks for it (``node.act_camera`` false). With RViz these keep
+the configuration's values (real-time playback, the camera after every action).
+
+Both starters give every node the Fast DDS profile ``config/fastdds.xml`` (:func:`node_environment`):
+camera bundles larger than the built-in 512 KB shared-memory segment otherwise travel as UDP
+fragments whose losses wait for the writer's next heartbeat.
 """
 
 from __future__ import annotations
@@ -48,7 +54,10 @@ PACKAGE = "ovman_eval"
 """The package whose share directory holds the launch file, the configuration and the RViz layout."""
 CONFIG_FILE = "config/ovman.yaml"
 RVIZ_FILE = "config/ovman.rviz"
+DDS_PROFILE_FILE = "config/fastdds.xml"
 """Paths relative to the package share directory (and to the repository root of a checkout)."""
+DDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
+"""The variable through which Fast DDS reads an XML profile (see config/fastdds.xml)."""
 
 ENCODER_PREFIX = "encoder."
 """mapping_node's keys that query_node declares too (queries are embedded with the maps' encoder)."""
@@ -228,6 +237,7 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
         window = config.mapping_node.node.qos_depth
         sim.update({"node.play_period_s": 0.0, "node.act_camera": False, "node.qos_depth": window})
         mapping["node.sync_max_pending"] = max(config.mapping_node.node.sync_max_pending, window)
+        mapping["node.qos_keep_all"] = True
     nav["navigation.scene"] = ""
     bench.update(
         {
@@ -290,6 +300,15 @@ def config_for_dataset(config: OvmanConfig, dataset: Path | str) -> OvmanConfig:
         raise GraphError(f"launch argument dataset: {err}") from err
 
 
+def node_environment(environ: Mapping[str, str], dds_profile: Path | str) -> dict[str, str]:
+    """What a starter adds to the nodes' environment: :data:`DDS_PROFILE_ENV` naming ``dds_profile``
+    (the graph's Fast DDS profile: large messages over shared memory), unless ``environ`` names a
+    profile already, which is then kept."""
+    if environ.get(DDS_PROFILE_ENV):
+        return {}
+    return {DDS_PROFILE_ENV: str(Path(dds_profile).resolve())}
+
+
 def share_path(share_directory: Path | str, relative: str) -> Path:
     """A file of the package share directory (e.g. :data:`CONFIG_FILE`), which must exist."""
     path = Path(share_directory) / relative
@@ -307,6 +326,7 @@ __all__ = [
     "NodeSpec",
     "benchmark_graph",
     "config_for_dataset",
+    "node_environment",
     "params_file_document",
     "parse_bool",
     "rviz_node",

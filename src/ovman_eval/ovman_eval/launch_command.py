@@ -6,9 +6,10 @@
 The same description ``ros2 launch ovman_eval benchmark.launch.py`` starts, for machines where
 only the pip-installed rclpy exists (no ``ros2`` command): every node runs as
 ``python -m <module> --ros-args -r __node:=<name> --params-file <graph params>``, the params file
-(one block per node, ROS 2 layout) written next to the node logs, and ``$OVMAN_CONFIG`` set to
-the configuration file. benchmark_node's output goes to the terminal, the other nodes' to
-``<log dir>/<node>.log``. SIGINT and SIGTERM are forwarded to every node. When benchmark_node
+(one block per node, ROS 2 layout) written next to the node logs, ``$OVMAN_CONFIG`` set to the
+configuration file and ``$FASTDDS_DEFAULT_PROFILES_FILE`` to ``config/fastdds.xml`` unless already
+set (:func:`ovman_eval.graph.node_environment`). benchmark_node's output goes to the terminal,
+the other nodes' to ``<log dir>/<node>.log``. SIGINT and SIGTERM are forwarded to every node. When benchmark_node
 exits, the other nodes get SIGINT (then SIGTERM, then SIGKILL, ``benchmark_node.node.shutdown_timeout_s``
 apart) and the command exits with benchmark_node's code; if another node dies first, the graph
 is stopped, its log is shown, and the command exits with 1.
@@ -34,6 +35,7 @@ import yaml
 
 from ovman_core.config import CONFIG_ENV, ConfigError, default_config_path, load_config
 from ovman_eval.graph import (
+    DDS_PROFILE_FILE,
     LAUNCH_ARGUMENTS,
     PACKAGE,
     RVIZ_FILE,
@@ -42,6 +44,7 @@ from ovman_eval.graph import (
     NodeSpec,
     benchmark_graph,
     config_for_dataset,
+    node_environment,
     params_file_document,
     rviz_node,
     share_path,
@@ -214,19 +217,25 @@ def run_graph(
     return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
 
 
-def rviz_layout() -> Path:
-    """config/ovman.rviz of this source checkout, else of the ovman_eval share directory (colcon installs)."""
-    checkout = Path(__file__).resolve().parents[3] / RVIZ_FILE
+def packaged_file(relative: str) -> Path:
+    """``relative`` (e.g. config/ovman.rviz) of this source checkout, else of the ovman_eval share
+    directory (colcon installs)."""
+    checkout = Path(__file__).resolve().parents[3] / relative
     if checkout.is_file():
         return checkout
     try:
         from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
     except ImportError:
-        raise GraphError(f"{checkout}: the RViz layout is missing and ament_index_python is not importable") from None
+        raise GraphError(f"{checkout}: missing, and ament_index_python is not importable") from None
     try:
-        return share_path(get_package_share_directory(PACKAGE), RVIZ_FILE)
+        return share_path(get_package_share_directory(PACKAGE), relative)
     except PackageNotFoundError as err:
-        raise GraphError(f"{checkout}: the RViz layout is missing, and {PACKAGE} is not installed: {err}") from err
+        raise GraphError(f"{checkout}: missing, and {PACKAGE} is not installed: {err}") from err
+
+
+def nodes_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with the graph's additions (:func:`ovman_eval.graph.node_environment`)."""
+    return {**environ, **node_environment(environ, packaged_file(DDS_PROFILE_FILE))}
 
 
 def add(parser: argparse.ArgumentParser) -> object:
@@ -262,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
         options = BenchmarkOptions.from_arguments(values, base)
         nodes = benchmark_graph(config_for_dataset(base, options.dataset), options)
         if options.rviz:
-            nodes = (*nodes, rviz_node(rviz_layout()))
+            nodes = (*nodes, rviz_node(packaged_file(RVIZ_FILE)))
+        environment = nodes_environment(os.environ)
         log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="ovman-launch-"))
     except (ConfigError, GraphError) as err:
         print(f"ovman launch: {err}", file=sys.stderr)
@@ -275,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
             config_path,
             log_dir,
             echo=(main_node,),
+            env=environment,
             shutdown_timeout_s=base.benchmark_node.node.shutdown_timeout_s,
         )
     except GraphError as err:

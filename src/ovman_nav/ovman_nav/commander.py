@@ -16,7 +16,9 @@ plan nav_node published for the current goal. ``cancelTask`` cancels the running
 is then CANCELED); ``updateTarget`` sends a newer estimate of a moving target to the running goal
 (nav_node's ``/ovman/target_update``; used when the goal was sent with ``target_may_move``).
 Positions are in ``map`` (REP 103), metres.
-rclpy must be initialised (``rclpy.init()``) before a commander is created.
+rclpy must be initialised (``rclpy.init()``) before a commander is created. The commander spins
+its own executor, or the ``executor`` it is given: a program with nodes of its own passes its
+executor so that one wait serves all of them (their callbacks run while the commander waits).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from action_msgs.msg import GoalStatus
 from geometry_msgs.msg import Point, PointStamped
 from nav_msgs.msg import Path
 from rclpy.action import ActionClient
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.task import Future
 
@@ -60,13 +62,20 @@ _STATUS_RESULT = {
 class OvmanCommander(Node):
     """Query and navigate client; see the module docstring. Not thread-safe: one caller."""
 
-    def __init__(self, node_name: str = "ovman_commander", namespace: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        node_name: str = "ovman_commander",
+        namespace: str = "",
+        executor: Executor | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
         self.query_client = self.create_client(Query, QUERY_SERVICE)
         self.nav_client = ActionClient(self, Navigate, ACTION_NAME)
         self.update_pub = self.create_publisher(PointStamped, TARGET_UPDATE_TOPIC, 10)
         self.create_subscription(Path, PLAN_TOPIC, self._on_plan, LATCHED)
-        self._executor = SingleThreadedExecutor(context=self.context)
+        self._own_executor = executor is None
+        self._executor = SingleThreadedExecutor(context=self.context) if executor is None else executor
         self._executor.add_node(self)
         self._goal_handle: Any = None
         self._result_future: Future | None = None
@@ -201,7 +210,8 @@ class OvmanCommander(Node):
     def destroy_node(self) -> None:
         self.nav_client.destroy()
         self._executor.remove_node(self)
-        self._executor.shutdown()
+        if self._own_executor:
+            self._executor.shutdown()
         super().destroy_node()
 
     # --- callbacks ---------------------------------------------------------------------------
