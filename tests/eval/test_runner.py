@@ -15,7 +15,7 @@ from ovman_core.boxes import Box3
 from ovman_core.relations import Relation
 from ovman_eval.cli import main
 from ovman_eval.dataset import read_episodes
-from ovman_eval.graph_run import read_group_truth
+from ovman_eval.graph_run import PlayedTruth
 from ovman_eval.map_cache import MapCache, PhraseByPhraseEncoder, lean_map
 from ovman_eval.results import (
     FINISHED,
@@ -44,7 +44,9 @@ from ovman_eval.runner import (
 from ovman_eval.tracking import LabelTracker
 from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_query.arms import Arm
+from ovman_sim.bundle import GroundTruthRecords
 from ovman_sim.recording import read_visit
+from ovman_sim.session import SimSession
 
 from .generation_setup import generate, request, small_config
 
@@ -212,15 +214,32 @@ def test_evaluate_episode_answers_one_episode_without_a_run_directory(full_run, 
         evaluate_episode(dataset, "nope", config, cache_dir=cache)
 
 
-def test_the_graph_reads_the_same_ground_truth_from_the_records_alone(dataset, config, cache):
+def test_the_graph_collects_the_same_ground_truth_from_the_records_sim_node_publishes(dataset, config, cache):
     records = read_episodes(dataset)
     evaluator = GroupEvaluator(config, dataset, records, MapCache(cache), dataset_hash(dataset))
     moving = [r for r in records if r.moving_id is not None]
     assert moving, "the dataset needs a group with a mover"
+    session = SimSession(config)
     for record in (records[0], moving[0]):
         truth = evaluator.group_maps([record], dict.fromkeys(TIMING_KEYS, 0.0)).truth
-        assert read_group_truth(dataset, record) == truth
+        played = PlayedTruth(dataset, record)
+        published = GroundTruthRecords()  # as sim_node writes each frame's record (ovman_sim.messages)
+        for visit in (1, 2):
+            frames = session.load_recording(played.recordings[visit])
+            for frame in session.play():
+                played.add(visit, published.record(frame.observation, frame.objects, frame.stamp_ns))
+            assert played.counts[visit] == frames
+        assert played.truth() == truth
     assert truth.carried
+
+
+def test_collected_ground_truth_names_the_recording_of_a_bad_or_missing_record(dataset):
+    record = read_episodes(dataset)[0]
+    played = PlayedTruth(dataset, record)
+    with pytest.raises(BenchmarkError, match=r"/ovman/ground_truth while .*visit1 played \(frame 0\): .*agent_pose"):
+        played.add(1, '{"step": 1}')
+    with pytest.raises(BenchmarkError, match=r"visit1: episode .*: no frames recorded"):
+        played.truth()
 
 
 def test_arm_names_are_checked():

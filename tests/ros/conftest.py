@@ -1,4 +1,4 @@
-"""Fixtures for tests that need rclpy: an isolated ROS environment and an rclpy context.
+"""Fixtures for tests that need rclpy: an isolated ROS environment, an rclpy context, a sim_node process.
 
 Run with the venv's interpreter (``.venv/bin/python -m pytest tests/ros``) after
 ``scripts/build_interfaces.sh``: the ros-wheels bootstrapper then sets LD_LIBRARY_PATH itself.
@@ -7,12 +7,15 @@ Run with the venv's interpreter (``.venv/bin/python -m pytest tests/ros``) after
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ovman_eval.graph import DDS_PROFILE_ENV, DDS_PROFILE_FILE
+
+from .processes import NodeProcess
 
 DDS_PROFILE = Path(__file__).resolve().parents[2] / DDS_PROFILE_FILE
 """The repository's config/fastdds.xml."""
@@ -70,3 +73,23 @@ def rclpy_context(ros_env: dict[str, str]) -> Iterator[object]:
         yield context
     finally:
         context.try_shutdown()
+
+
+@pytest.fixture
+def sim_parameters() -> list[str]:
+    """sim_node's ``-p`` parameters for :func:`sim_node` (a module overrides this fixture)."""
+    return []
+
+
+@pytest.fixture
+def sim_node(ros_env: dict[str, str], tmp_path: Path, sim_parameters: list[str]) -> Iterator[NodeProcess]:
+    """sim_node (``python -m ovman_sim.sim_node``) started with ``sim_parameters``, stopped after the test."""
+    log_path = tmp_path / "sim_node.log"
+    command = [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args"]
+    for parameter in sim_parameters:
+        command += ["-p", parameter]
+    node = NodeProcess(command, log_path, "sim_node")
+    try:
+        yield node
+    finally:
+        node.stop()

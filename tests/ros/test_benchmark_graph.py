@@ -67,7 +67,7 @@ def small_config() -> OvmanConfig:
     sim = dataclasses.replace(
         sim,
         camera=dataclasses.replace(sim.camera, width=160, height=120),
-        tour=dataclasses.replace(sim.tour, max_waypoints=8),
+        tour=dataclasses.replace(sim.tour, max_waypoints=40),
     )
     return dataclasses.replace(config, sim_node=sim)
 

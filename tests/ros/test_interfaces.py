@@ -21,7 +21,7 @@ try:
     from unique_identifier_msgs.msg import UUID
 
     from ovman_interfaces.action import Navigate
-    from ovman_interfaces.msg import ChangeSet, Instance, InstanceChange, InstanceMap
+    from ovman_interfaces.msg import ChangeSet, Instance, InstanceChange, InstanceMap, TargetUpdate
     from ovman_interfaces.srv import ActSequence, MapVisit, Query
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -145,6 +145,16 @@ def example_navigate_goal() -> Navigate.Goal:
     )
 
 
+def example_target_update() -> TargetUpdate:
+    return TargetUpdate(
+        header=header(),
+        point=point(4.5, 2.0, 0.0),
+        has_region=True,
+        region_min=point(4.25, 1.75, 0.0),
+        region_max=point(4.75, 2.25, 0.5),
+    )
+
+
 def example_navigate_result() -> Navigate.Result:
     return Navigate.Result(
         error_code=Navigate.Result.COLLISION_LIMIT,
@@ -187,6 +197,7 @@ EXAMPLES = {
     "Navigate.Goal": example_navigate_goal,
     "Navigate.Result": example_navigate_result,
     "Navigate.Feedback": example_navigate_feedback,
+    "TargetUpdate": example_target_update,
     "TFMessage": example_tf_message,
 }
 
@@ -402,6 +413,13 @@ FIELDS = {
         "number_of_replans": "uint32",
         "steps_taken": "uint32",
         "collisions": "uint32",
+    },
+    TargetUpdate: {
+        "header": "std_msgs/Header",
+        "point": "geometry_msgs/Point",
+        "has_region": "boolean",
+        "region_min": "geometry_msgs/Point",
+        "region_max": "geometry_msgs/Point",
     },
     ActSequence.Request: {
         "actions": "sequence<string>",

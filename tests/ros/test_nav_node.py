@@ -32,6 +32,7 @@ try:
     from std_msgs.msg import Header
 
     from ovman_interfaces.action import Navigate
+    from ovman_interfaces.msg import TargetUpdate
     from ovman_interfaces.srv import Query
     from ovman_nav.commander import QUERY_SERVICE, OvmanCommander, TaskResult
     from ovman_nav.nav_node import (
@@ -41,8 +42,8 @@ try:
         GoalError,
         goal_settings,
         goal_target,
-        moved_target,
         path_message,
+        updated_target,
     )
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -476,12 +477,34 @@ def test_goal_overrides_and_defaults_of_radius_and_step_budget() -> None:
     assert (custom.success_radius, custom.max_steps) == (0.5, 7)
 
 
-def test_target_update_carries_the_region_along() -> None:
+def test_a_target_update_without_a_region_carries_the_goals_region_along() -> None:
     target = NavTarget(point=(1.0, 3.0), region=Footprint(0.5, 2.5, 1.5, 3.5))
-    moved = moved_target(target, PointStamped(header=Header(frame_id="map"), point=Point(x=5.0, y=-2.0)))
+    moved = updated_target(target, TargetUpdate(header=Header(frame_id="map"), point=Point(x=5.0, y=-2.0)))
     assert moved.point == pytest.approx((2.0, 5.0))
     r = moved.region
     assert (r.x_min, r.z_min, r.x_max, r.z_max) == pytest.approx((1.5, 4.5, 2.5, 5.5))
+
+
+def test_a_target_update_with_a_region_replaces_the_footprint() -> None:
+    target = NavTarget(point=(1.0, 3.0), region=Footprint(0.5, 2.5, 1.5, 3.5))
+    update = TargetUpdate(
+        header=Header(frame_id="map"),
+        point=Point(x=5.0, y=-2.0),
+        has_region=True,
+        region_min=Point(x=4.9, y=-2.3),
+        region_max=Point(x=5.1, y=-1.9),
+    )
+    moved = updated_target(target, update)
+    # map (x, y) -> world (x = -y, z = x)
+    assert moved.point == pytest.approx((2.0, 5.0))
+    r = moved.region
+    assert (r.x_min, r.z_min, r.x_max, r.z_max) == pytest.approx((1.9, 4.9, 2.3, 5.1))
+    not_finite = TargetUpdate(header=update.header, point=Point(x=math.nan))
+    empty = TargetUpdate(header=update.header, point=update.point, has_region=True, region_min=Point(x=6.0))
+    for bad, code in ((not_finite, NavError.NO_TARGET), (empty, NavError.INVALID_GOAL)):
+        with pytest.raises(GoalError) as caught:
+            updated_target(target, bad)
+        assert caught.value.code is code
 
 
 def test_plan_path_poses_face_along_the_path_in_map() -> None:

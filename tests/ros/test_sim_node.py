@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -82,20 +80,6 @@ SIM_PARAMETERS = [f"node.scene:={SCENE}", "tour.max_waypoints:=2", "node.play_pe
 @pytest.fixture
 def sim_parameters() -> list[str]:
     return SIM_PARAMETERS
-
-
-@pytest.fixture
-def sim_node(ros_env: dict[str, str], tmp_path: Path, sim_parameters: list[str]) -> Iterator[NodeProcess]:
-    """sim_node started with ``sim_parameters``."""
-    log_path = tmp_path / "sim_node.log"
-    command = [sys.executable, "-m", "ovman_sim.sim_node", "--ros-args"]
-    for parameter in sim_parameters:
-        command += ["-p", parameter]
-    node = NodeProcess(command, log_path, "sim_node")
-    try:
-        yield node
-    finally:
-        node.stop()
 
 
 class Probe:

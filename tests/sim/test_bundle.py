@@ -126,6 +126,26 @@ def test_ground_truth_records_reuse_the_objects_only_while_they_are_equal():
         assert bundle.parse_ground_truth_json(text).objects == objects
 
 
+def test_a_ground_truth_parser_rebuilds_the_objects_only_when_their_record_changes():
+    vase = ObjectState("Vase|2", "Vase", (0.1, 0.2, 0.3), Box3((0.0, 0.1, 0.2), (0.2, 0.3, 0.4)), movable=True)
+    moved = dataclasses.replace(vase, position=(1.1, 0.2, 0.3), box=Box3((1.0, 0.1, 0.2), (1.2, 0.3, 0.4)))
+    states = [WorldState.of(o) for o in ([vase], [vase], [moved], [moved], [vase], [])]
+    texts = [
+        bundle.ground_truth_json(observation(AgentPose(0.5 * k, 0.0, 90.0, 0.0), step=k), o, k)
+        for k, o in enumerate(states)
+    ]
+    parser = bundle.GroundTruthParser()
+    frames = [parser.parse(t) for t in texts]
+    assert frames == [bundle.parse_ground_truth_json(t) for t in texts]
+    assert [f.objects for f in frames] == states
+    # The same WorldState while the objects are equal; a new one from the first change on.
+    same = [frames[k].objects is frames[k - 1].objects for k in range(1, len(frames))]
+    assert same == [True, False, True, False, False]
+    with pytest.raises(bundle.BundleFormatError, match="objects"):
+        parser.parse(texts[0].replace('"objects"', '"things"'))
+    assert parser.parse(texts[1]).objects == states[1]  # a bad record leaves the parser usable
+
+
 def test_a_frame_observed_without_images_has_no_segments_in_its_ground_truth():
     rendered = observation(AgentPose(1.0, 2.0, 90.0, 30.0), step=3)
     bare = pose_observation(rendered.pose, rendered.camera_position, rendered.intrinsics, rendered.step)

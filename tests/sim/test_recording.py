@@ -31,7 +31,6 @@ from ovman_sim.recording import (
     RecordingError,
     VisitInfo,
     VisitWriter,
-    read_ground_truth,
     read_visit,
     read_visit_info,
     write_visit,
@@ -103,21 +102,6 @@ def test_round_trip_rebuilds_the_written_observations_and_ground_truth_exactly(r
     for expected, got in zip(frames, back, strict=True):
         assert_same_frame(expected, got)
     assert read_visit_info(path) == (INFO, len(frames))
-
-
-def test_the_ground_truth_alone_reads_back_as_the_frames_hold_it(recorded, tmp_path):
-    path, frames = recorded
-    back = list(read_ground_truth(path))
-    assert [(t.step, t.pose, t.camera_position) for t in back] == [
-        (f.observation.step, f.observation.pose, f.observation.camera_position) for f in frames
-    ]
-    assert [(t.objects, t.segment_instances) for t in back] == [
-        (f.objects, f.observation.segment_instances) for f in frames
-    ]
-    clock = bundle.FrameClock(INFO.step_dt)
-    assert [t.stamp_ns for t in back] == [clock.stamp(f.observation.step) for f in frames]
-    with pytest.raises(RecordingError, match="no recording there"):
-        read_ground_truth(tmp_path / "nowhere")
 
 
 def test_recording_is_a_rosbag2_directory_with_version_9_metadata(recorded):

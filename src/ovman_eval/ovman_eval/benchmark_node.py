@@ -7,6 +7,9 @@ the other nodes:
    with the recording, ``/sim_node/play_tour`` (sim_node publishes the recorded frames and
    mapping_node fuses them), ``/mapping_node/finish_visit``; the maps arrive latched on
    ``/ovman/map/visit<n>``, and query_node holds the pair once it publishes ``/ovman/changes``.
+   The group's ground truth (the evaluated world, the mover's path, what each tour could see) is
+   collected from the ``/ovman/ground_truth`` records of the played frames as they arrive
+   (:class:`ovman_eval.graph_run.PlayedTruth`), every one of them (PlayTour says how many).
 2. **Static gate**, per (episode, arm, seed): ``/ovman/query`` with the episode's noun phrase and
    relation for two_visit, oracle_grounding and category_only, and with the query's text for
    two_visit_text; the other arms run here from the
@@ -14,8 +17,10 @@ the other nodes:
 3. **Embodied run** (unless ``run.static_only``): ``/sim_node/load_visit`` with the evaluated world
    (the objects at the end of the visit-2 recording, the start pose, the mover), then
    ``/ovman/navigate`` through :class:`ovman_nav.commander.OvmanCommander` with the arm's goal and
-   answer footprint; a moving target is followed by publishing target updates (the oracle arms
-   from ``/ovman/ground_truth``, the map arms from their own sightings in the camera frames). The
+   answer footprint; a moving target is followed by publishing one target update per frame, a
+   point and a footprint (the oracle arms the instance's from ``/ovman/ground_truth``, the map arms
+   their latest sighting's in the camera frames, starting from the start view seen through a
+   ``Stop``, as the in-process tracker looks before the first action). The
    objects at the end and the trajectory come from sim_node's ``/ovman/ground_truth`` frames; a
    ``Stop`` through ``/sim_node/act`` (which neither advances time nor the mover) marks the frame
    to read them from. Ground-truth frames are decoded only as far as every frame is needed (stamp
@@ -72,24 +77,23 @@ from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.graph import BENCHMARK_NODE, RUN_DATASET, RUN_DIR, RUN_OUTPUT, RUN_STATIC_ONLY
 from ovman_eval.graph_run import (
     QUERY_ARMS,
-    Follow,
     GraphRun,
     NavigationOutcome,
-    NavigationPlan,
+    PlayedTruth,
     graph_group_maps,
-    navigation_plan,
-    read_group_truth,
     score_embodied,
     trajectory_of,
     without_diagnostics,
 )
-from ovman_eval.map_cache import GroupMaps, GroupTruth, MapCache
+from ovman_eval.map_cache import GroupMaps, MapCache
 from ovman_eval.results import EmbodiedResult, ResultRecord
 from ovman_eval.runner import (
     TIMING_KEYS,
     BenchmarkError,
     BenchmarkRequest,
+    Follow,
     GroupEvaluator,
+    NavigationPlan,
     WorkUnit,
     configured_for,
     dataset_hash,
@@ -103,7 +107,7 @@ from ovman_mapping.bundle_sync import StampSynchronizer
 from ovman_mapping.instances import InstanceMap
 from ovman_mapping.map_messages import MAP_TOPIC, instance_map_from_msg, map_uid, observation_from_topics
 from ovman_nav.commander import OvmanCommander
-from ovman_nav.executor import NavError
+from ovman_nav.executor import NavError, NavTarget
 from ovman_nav.nav_node import occupancy_fields
 from ovman_query.arms import PARSE_FAILED, Arm
 from ovman_query.decisions import Prediction
@@ -166,7 +170,7 @@ class GraphCallError(RuntimeError):
 @dataclasses.dataclass(frozen=True)
 class TruthMessage:
     """One ``/ovman/ground_truth`` message, decoded as far as every frame is needed: its stamp (ns)
-    and the agent pose (AI2-THOR world); :meth:`frame` and :meth:`object_floor` parse the objects
+    and the agent pose (AI2-THOR world); :meth:`frame` and :meth:`object_target` parse the objects
     of the few frames they are read from."""
 
     stamp_ns: int
@@ -185,12 +189,16 @@ class TruthMessage:
     def frame(self) -> GroundTruthFrame:
         return parse_ground_truth_json(self.text)
 
-    def object_floor(self, instance_id: str) -> Vec2 | None:
-        """Floor position (x, z) of one object at this frame (None: not in the world)."""
+    def object_target(self, instance_id: str) -> NavTarget | None:
+        """One object at this frame as a navigation target: its floor position (x, z) and footprint
+        (None: not in the world)."""
         try:
             objects = json.loads(self.text)["objects"]
             found = next((o for o in objects if o["instance_id"] == instance_id), None)
-            return None if found is None else object_state_from_dict(found).floor
+            if found is None:
+                return None
+            obj = object_state_from_dict(found)
+            return NavTarget(obj.floor, obj.box.footprint)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise BundleFormatError(f"{bundle.GROUND_TRUTH_TOPIC}: bad objects: {err!r}") from None
 
@@ -246,6 +254,8 @@ class BenchmarkNode(Node):
         self.change_sets = 0
         self.create_subscription(ChangeSet, CHANGES_TOPIC, self._count_change_set, LATCHED)
         self.truth_frames: list[TruthMessage] = []
+        self._played: tuple[PlayedTruth, int] | None = None
+        """While a recording plays: where its ground-truth records go, and the visit."""
         self.create_subscription(String, bundle.GROUND_TRUTH_TOPIC, self._keep_truth, FRAME_QOS)
         self._camera_sync: StampSynchronizer[Any] | None = None
         self._camera_observations: list[tuple[int, Observation]] = []
@@ -282,6 +292,10 @@ class BenchmarkNode(Node):
         self.change_sets += 1
 
     def _keep_truth(self, message: String) -> None:
+        if self._played is not None:
+            truth, visit = self._played
+            truth.add(visit, message.data)
+            return
         self.truth_frames.append(TruthMessage.parse(message.data))
         if self._follow is not None:
             self._follow()
@@ -363,25 +377,35 @@ class BenchmarkNode(Node):
 
     # ---------------------------------------------------------------- maps
 
-    def map_visit(
-        self, visit: int, recording: Path, meanwhile: Callable[[], None] | None = None
-    ) -> tuple[InstanceMap, dict[str, int]]:
-        """Have mapping_node map ``recording`` (played by sim_node) as ``visit``; the received map.
-        ``meanwhile``: work of this node done while sim_node plays and mapping_node fuses."""
-        self.truth_frames.clear()  # the recording's frames are not needed: its ground truth is read from the file
+    def map_visit(self, visit: int, truth: PlayedTruth) -> tuple[InstanceMap, dict[str, int]]:
+        """Have mapping_node map the recording of ``visit`` (played by sim_node); the received map.
+        The ground-truth records of the played frames go to ``truth``."""
+        recording = truth.recordings[visit]
+        self.truth_frames.clear()  # frames of earlier loads are not needed
         started = self.call(START_VISIT_SERVICE, MapVisit.Request(visit=visit))
         if not started.success:
             raise GraphCallError(f"{START_VISIT_SERVICE} visit {visit}: {started.message}")
         loaded = self.call(LOAD_VISIT_SERVICE, LoadVisit.Request(recording=str(recording)))
         if not loaded.success:
             raise GraphCallError(f"{LOAD_VISIT_SERVICE} {recording}: {loaded.message}")
-        future = self.clients_by_name[PLAY_TOUR_SERVICE].call_async(PlayTour.Request())
-        if meanwhile is not None:
-            meanwhile()  # the reply waits in the middleware; the other nodes keep working
-        self.spin_until(future.done, f"{PLAY_TOUR_SERVICE} answer", self.waits.call_timeout_s)
-        played = future.result()
-        if not played.success:
-            raise GraphCallError(f"{PLAY_TOUR_SERVICE} {recording}: {played.message}")
+        self._played = (truth, visit)
+        try:
+            played = self.call(PLAY_TOUR_SERVICE, PlayTour.Request())
+            if not played.success:
+                raise GraphCallError(f"{PLAY_TOUR_SERVICE} {recording}: {played.message}")
+            # The records travel apart from the reply: wait for every one.
+            self.spin_until(
+                lambda: truth.counts[visit] >= played.frames,
+                f"the ground truth of the {played.frames} frames of {recording}",
+                self.waits.message_timeout_s,
+            )
+        finally:
+            self._played = None
+        if truth.counts[visit] != played.frames:
+            raise GraphCallError(
+                f"{bundle.GROUND_TRUTH_TOPIC}: {truth.counts[visit]} records while {recording} played "
+                f"{played.frames} frames"
+            )
         received = self.map_counts[visit]
         finished = self.call(FINISH_VISIT_SERVICE, MapVisit.Request(visit=visit, expected_frames=played.frames))
         if not finished.success:
@@ -469,15 +493,21 @@ class BenchmarkNode(Node):
     def navigate(
         self, record: EpisodeRecord, plan: NavigationPlan, config: OvmanConfig, first: TruthMessage
     ) -> NavigationOutcome:
-        """Run one Navigate goal to its end, following a moving target; what the graph reported."""
-        target, map_frame = plan.target, self.config.frames.map
-        goal = PointStamped(point=floor_point_msg(target.point))
-        goal.header.frame_id = map_frame
-        self.truth_frames = [f for f in self.truth_frames if f.stamp_ns >= first.stamp_ns]
-        follow = self._follower(plan, config)
+        """Run one Navigate goal to its end, following a moving target; what the graph reported.
+        ``first``: the frame at the start (the trajectory starts there)."""
+        map_frame = self.config.frames.map
         camera_switched = plan.follow is Follow.SIGHTINGS and not self.sim_act_camera
         if camera_switched:
             self.set_sim_act_camera(True)
+        self._retargets = 0
+        target, follow = plan.target, None
+        if plan.follow is Follow.SIGHTINGS:
+            target, follow, first = self.start_following_by_sight(plan, config)
+        self.truth_frames = [f for f in self.truth_frames if f.stamp_ns >= first.stamp_ns]
+        if plan.follow is Follow.TRUTH:
+            follow = self._truth_follower(plan.instance, target)
+        goal = PointStamped(point=floor_point_msg(target.point))
+        goal.header.frame_id = map_frame
         # A followed target is re-estimated in the frame callbacks, as soon as each frame arrives
         # (nav_node waits for that update before its next action); the commander's waits spin them.
         self._follow = follow
@@ -522,52 +552,67 @@ class BenchmarkNode(Node):
             retargets=self._retargets,
         )
 
-    def _follower(self, plan: NavigationPlan, config: OvmanConfig) -> Callable[[], None] | None:
-        """What to do between spins to keep a moving target up to date (None: a fixed target)."""
-        self._retargets = 0
-        map_frame = self.config.frames.map
-        if plan.follow is Follow.NONE:
-            return None
-        seen = [len(self.truth_frames)]
+    def _publish_estimate(self, target: NavTarget, stamp_ns: int) -> None:
+        """The target estimate (point and footprint) after the frame stamped ``stamp_ns`` (one per
+        frame: update_every_step)."""
+        update = PointStamped(point=floor_point_msg(target.point))
+        update.header.frame_id = self.config.frames.map
+        update.header.stamp = time_msg(stamp_ns)
+        self.commander.updateTarget(update, region_corners(target.region))
 
-        def publish(point: Vec2, stamp_ns: int) -> None:
-            """The estimate after the frame stamped ``stamp_ns`` (one per frame: update_every_step)."""
-            update = PointStamped(point=floor_point_msg(point))
-            update.header.frame_id = map_frame
-            update.header.stamp = time_msg(stamp_ns)
-            self.commander.updateTarget(update)
+    def _truth_follower(self, instance: str, start: NavTarget) -> Callable[[], None]:
+        """What to do after each ground-truth frame while the oracle arms follow ``instance``: publish
+        its position and footprint in every new frame (the last known ones while it is absent)."""
+        seen, last = [len(self.truth_frames)], [start]
 
-        if plan.follow is Follow.TRUTH:
-            last = [plan.target.point]
+        def follow_truth() -> None:
+            for frame in self.truth_frames[seen[0] :]:
+                now = frame.object_target(instance)
+                if now is not None:
+                    last[0] = now
+                self._publish_estimate(last[0], frame.stamp_ns)
+            seen[0] = len(self.truth_frames)
 
-            def follow_truth() -> None:
-                for frame in self.truth_frames[seen[0] :]:
-                    floor = frame.object_floor(plan.instance)
-                    if floor is not None:
-                        last[0] = floor
-                    publish(last[0], frame.stamp_ns)
-                seen[0] = len(self.truth_frames)
+        return follow_truth
 
-            return follow_truth
+    def start_following_by_sight(
+        self, plan: NavigationPlan, config: OvmanConfig
+    ) -> tuple[NavTarget, Callable[[], None], TruthMessage]:
+        """Start following ``plan.label`` by sight (the camera is on): the tracker sees the start view
+        first, through a Stop, as the in-process run's tracker does before the first action. Returns
+        the target carried to that estimate, what to do after each camera bundle, and the Stop's frame."""
         tracker = LabelTracker(
             plan.label, plan.target.point, config.benchmark_node.benchmark.track_gate, config.mapping_node
         )
         self._camera_sync = StampSynchronizer(CAMERA_TOPICS, CAMERA_SYNC_PENDING)
         self._camera_observations = []
         self._ensure_camera_subscriptions()
-
-        estimate = [plan.target.point]
+        _, first = self.act_stop()
+        self.spin_until(
+            lambda: any(stamp == first.stamp_ns for stamp, _ in self._camera_observations),
+            f"the camera bundle of the frame stamped {first.stamp_ns} ns",
+            self.waits.message_timeout_s,
+        )
+        estimate = [plan.target]
+        for _, observation in self._take_observations(first.stamp_ns - 1):
+            estimate[0] = tracker.observe(observation) or estimate[0]
+        self._retargets = tracker.updates
 
         def follow_sightings() -> None:
-            observations, self._camera_observations = self._camera_observations, []
-            for stamp_ns, observation in observations:
-                moved = tracker.observe(observation)
-                if moved is not None:
+            for stamp_ns, observation in self._take_observations(first.stamp_ns):
+                seen = tracker.observe(observation)
+                if seen is not None:
                     self._retargets = tracker.updates
-                    estimate[0] = moved.point
-                publish(estimate[0], stamp_ns)
+                    estimate[0] = seen
+                self._publish_estimate(estimate[0], stamp_ns)
 
-        return follow_sightings
+        return estimate[0], follow_sightings, first
+
+    def _take_observations(self, after_ns: int) -> list[tuple[int, Observation]]:
+        """The camera observations received since the last call, of frames stamped after ``after_ns``
+        (bundles of earlier frames, e.g. while RViz keeps the camera on, are dropped)."""
+        observations, self._camera_observations = self._camera_observations, []
+        return [(stamp, observation) for stamp, observation in observations if stamp > after_ns]
 
     def _ensure_camera_subscriptions(self) -> None:
         """Subscribe to the camera bundle (before any navigation: discovery takes time), for map
@@ -588,15 +633,13 @@ class BenchmarkNode(Node):
         records = [evaluator.records[e] for e in unit.episode_ids]
         clock = time.perf_counter()
         changes = self.change_sets
-        truth: list[GroupTruth] = []
-        map1, _ = self.map_visit(1, dataset / records[0].recordings.visit1)
-        map2, _ = self.map_visit(
-            2, dataset / records[0].recordings.visit2, lambda: truth.append(read_group_truth(dataset, records[0]))
-        )
+        truth = PlayedTruth(dataset, records[0])
+        map1, _ = self.map_visit(1, truth)
+        map2, _ = self.map_visit(2, truth)
         self.spin_until(
             lambda: self.change_sets > changes, "query_node's change set of the new maps", self.waits.message_timeout_s
         )
-        maps = graph_group_maps(unit.group_id, map1, map2, truth[0])
+        maps = graph_group_maps(unit.group_id, map1, map2, truth.truth())
         timings["maps_build_s"] += time.perf_counter() - clock
         config = evaluator.config
         out: list[ResultRecord] = []
@@ -614,7 +657,7 @@ class BenchmarkNode(Node):
                 reachable[episode_id] = cells
                 outcome = None
                 if prediction.point is not None:
-                    plan = navigation_plan(evaluator, arm, record, maps, prediction, objects_now)
+                    plan = evaluator.navigation_plan(arm, record, maps, prediction, objects_now)
                     outcome = self.navigate(record, plan, config, first)
                 embodied = score_embodied(config, record, cells, outcome, objects_now)
                 timings["embodied_s"] += time.perf_counter() - clock2

@@ -4,14 +4,13 @@ benchmark_node (:mod:`ovman_eval.benchmark_node`) drives the episodes through th
 converts messages; everything it decides or scores is here, built from the in-process runner's
 own pieces (:class:`ovman_eval.runner.GroupEvaluator`), so the two wirings score alike:
 
-- :func:`read_group_truth`: the ground truth of a recorded group, collected from its recordings'
-  ground-truth records as :func:`ovman_eval.map_cache.build_group_maps` collects it
-  (:class:`ovman_eval.map_cache.TruthCollector`; the graph maps the same frames in mapping_node);
+- :class:`PlayedTruth`: the ground truth of a recorded group, collected from the ground-truth
+  records sim_node publishes while it plays the group's recordings, as
+  :func:`ovman_eval.map_cache.build_group_maps` collects it from the files
+  (:class:`ovman_eval.map_cache.TruthCollector`; mapping_node maps the same frames);
 - :func:`graph_group_maps`: a :class:`ovman_eval.map_cache.GroupMaps` of the maps received from
   mapping_node (no point clouds or incremental history travel, so the map and memory diagnostics
   are not computed: graph result lines carry ``diagnostics: null``);
-- :func:`navigation_plan`: where an arm navigates and how a moving target is followed (as
-  :meth:`ovman_eval.runner.GroupEvaluator.navigation_target`);
 - :func:`score_embodied`: the Eq. 4 test, SPL and the failure class of one navigation as the graph
   reported it (as :meth:`ovman_eval.runner.GroupEvaluator.embodied_result` after its navigation);
 - :class:`GraphRun`: the run directory in the runner's layout (``results.jsonl`` etc.), resumable;
@@ -23,7 +22,6 @@ Frames: AI2-THOR world (metres; floor (x, z)).
 from __future__ import annotations
 
 import dataclasses
-import enum
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +29,6 @@ from pathlib import Path
 from ovman_core.boxes import Vec2
 from ovman_core.config import OvmanConfig
 from ovman_core.grid import GridError, grid_from_reachable
-from ovman_core.relations import Relation
 from ovman_core.world_state import WorldState
 from ovman_eval.dataset import code_revision
 from ovman_eval.episodes import EpisodeRecord
@@ -53,7 +50,6 @@ from ovman_eval.runner import (
     TIMING_KEYS,
     BenchmarkError,
     BenchmarkRequest,
-    GroupEvaluator,
     NavigationRecord,
     RunSummary,
     WorkUnit,
@@ -68,10 +64,9 @@ from ovman_eval.runner import (
     score_navigation,
 )
 from ovman_mapping.instances import InstanceMap
-from ovman_nav.executor import NavTarget
 from ovman_query.arms import Arm
-from ovman_query.decisions import Prediction
-from ovman_sim.recording import read_ground_truth
+from ovman_sim.bundle import GROUND_TRUTH_TOPIC, BundleFormatError, GroundTruthParser
+from ovman_sim.recording import RecordingError
 
 WIRING = "ros_graph"
 """Added to the run identity of graph runs."""
@@ -86,15 +81,40 @@ NO_DIAGNOSTICS = {"visit1": {}, "visit2": {}, "memory": {}}
 # ---- ground truth and maps ---------------------------------------------------------------------------
 
 
-def read_group_truth(dataset: Path, record: EpisodeRecord) -> GroupTruth:
-    """The ground truth of ``record``'s recordings (as the map cache reads it, from the
-    ground-truth records only: no image is decoded)."""
-    collector = TruthCollector(record.moving_id)
-    for visit, relative in ((1, record.recordings.visit1), (2, record.recordings.visit2)):
-        for frame in read_ground_truth(dataset / relative):
-            collector.add(visit, frame.objects, frame.segment_instances.values())
-        collector.check(visit, dataset / relative, record.episode_id)
-    return collector.truth()
+class PlayedTruth:
+    """The ground truth of ``record``'s group from the ground-truth records (JSON, one per frame)
+    that sim_node publishes while it plays the group's recordings, visit 1 then visit 2, each in
+    publication order: the same :class:`GroupTruth` the map cache collects from the files, without
+    reading them again (a reader decompresses every chunk, images included: ~1 s per group on a
+    core the playing and mapping nodes need)."""
+
+    def __init__(self, dataset: Path, record: EpisodeRecord) -> None:
+        self.record = record
+        self.recordings = {1: dataset / record.recordings.visit1, 2: dataset / record.recordings.visit2}
+        self.counts = {1: 0, 2: 0}
+        """Records received of each visit."""
+        self._collector = TruthCollector(record.moving_id)
+        self._parsers = {1: GroundTruthParser(), 2: GroundTruthParser()}
+
+    def add(self, visit: int, text: str) -> None:
+        """One published record of ``visit``; BenchmarkError naming the recording if malformed."""
+        try:
+            frame = self._parsers[visit].parse(text)
+        except BundleFormatError as err:
+            raise BenchmarkError(
+                f"{GROUND_TRUTH_TOPIC} while {self.recordings[visit]} played (frame {self.counts[visit]}): {err}"
+            ) from None
+        self._collector.add(visit, frame.objects, frame.segment_instances.values())
+        self.counts[visit] += 1
+
+    def truth(self) -> GroupTruth:
+        """The group's truth; BenchmarkError naming the recording of a visit that gave no frame."""
+        try:
+            for visit, recording in self.recordings.items():
+                self._collector.check(visit, recording, self.record.episode_id)
+        except RecordingError as err:
+            raise BenchmarkError(str(err)) from err
+        return self._collector.truth()
 
 
 def graph_group_maps(group_id: str, map1: InstanceMap, map2: InstanceMap, truth: GroupTruth) -> GroupMaps:
@@ -121,54 +141,6 @@ def without_diagnostics(record: ResultRecord) -> ResultRecord:
 
 
 # ---- navigation ----------------------------------------------------------------------------------------
-
-
-class Follow(enum.Enum):
-    """How a moving target is re-estimated while the agent navigates."""
-
-    NONE = "none"
-    TRUTH = "truth"
-    """The oracle arms: the instance's ground-truth position (``/ovman/ground_truth``)."""
-    SIGHTINGS = "sightings"
-    """The map arms: the agent's own sightings of the label (:class:`ovman_eval.tracking.LabelTracker`)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class NavigationPlan:
-    """The first target, and how it is followed: ``instance`` (TRUTH) or ``label`` (SIGHTINGS)."""
-
-    target: NavTarget
-    follow: Follow = Follow.NONE
-    instance: str = ""
-    label: str = ""
-
-
-def navigation_plan(
-    evaluator: GroupEvaluator,
-    arm: Arm,
-    record: EpisodeRecord,
-    maps: GroupMaps,
-    prediction: Prediction,
-    objects_at_start: WorldState,
-) -> NavigationPlan:
-    """Where ``arm`` navigates, as :meth:`ovman_eval.runner.GroupEvaluator.navigation_target` decides
-    it; ``objects_at_start``: the evaluated world once loaded (mover started)."""
-    assert prediction.point is not None, "an abstaining arm does not navigate"
-    moving = record.moving_id
-    if arm is Arm.GIVEN_ANSWER:
-        if moving is not None and record.answer.instance_id == moving:
-            obj = objects_at_start[moving]
-            return NavigationPlan(NavTarget(obj.floor, obj.box.footprint), Follow.TRUTH, instance=moving)
-        return NavigationPlan(NavTarget(record.answer.point, record.answer.region))
-    target = NavTarget(prediction.point, evaluator.answer_footprint(arm, prediction.relation, prediction, maps))
-    if prediction.relation is not Relation.MOVING or moving is None or not prediction.instance_ids:
-        return NavigationPlan(target)
-    chosen = prediction.instance_ids[-1]
-    if arm is Arm.ORACLE_POSITIONS:
-        if chosen not in objects_at_start:
-            return NavigationPlan(target)
-        return NavigationPlan(target, Follow.TRUTH, instance=chosen)
-    return NavigationPlan(target, Follow.SIGHTINGS, label=maps.map2[chosen].label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,13 +274,10 @@ __all__ = [
     "MAP_ARMS",
     "QUERY_ARMS",
     "WIRING",
-    "Follow",
     "GraphRun",
     "NavigationOutcome",
-    "NavigationPlan",
+    "PlayedTruth",
     "graph_group_maps",
-    "navigation_plan",
-    "read_group_truth",
     "score_embodied",
     "trajectory_of",
     "without_diagnostics",

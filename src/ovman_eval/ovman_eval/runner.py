@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import enum
 import hashlib
 import json
 import math
@@ -347,6 +348,26 @@ def _footprint(box_footprint: Any) -> tuple[float, float, float, float]:
     return (box_footprint.x_min, box_footprint.z_min, box_footprint.x_max, box_footprint.z_max)
 
 
+class Follow(enum.Enum):
+    """How a moving target is re-estimated while the agent navigates."""
+
+    NONE = "none"
+    TRUTH = "truth"
+    """The oracle arms: the instance's ground-truth position."""
+    SIGHTINGS = "sightings"
+    """The map arms: the agent's own sightings of the label (:class:`ovman_eval.tracking.LabelTracker`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NavigationPlan:
+    """The first target, and how it is followed: ``instance`` (TRUTH) or ``label`` (SIGHTINGS)."""
+
+    target: NavTarget
+    follow: Follow = Follow.NONE
+    instance: str = ""
+    label: str = ""
+
+
 class _MapsAgent(ReferenceAgent):
     """The reference agent, answering the association of a group's maps from its cache entry
     (it depends only on the maps and the configuration; several arms need it)."""
@@ -586,50 +607,65 @@ class GroupEvaluator:
         except KeyError:
             return point
 
-    def navigation_target(
-        self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, prediction: Prediction, world: World
-    ) -> tuple[NavTarget, Callable[[], NavTarget | None] | None, LabelTracker | None]:
-        """Where the arm navigates and how a moving target is re-estimated while it does.
+    def navigation_plan(
+        self,
+        arm: Arm,
+        record: EpisodeRecord,
+        maps: GroupMaps,
+        prediction: Prediction,
+        objects_at_start: WorldState,
+    ) -> NavigationPlan:
+        """Where the arm navigates and how a moving target is followed (both wirings ask this).
 
         Agents navigate to the footprint of the instance their answer rests on (stopping within R
         of it, as an ObjectNav agent stops by its object); the given answer navigates to the true
-        answer region exactly as the certification oracle. Returns the first target, the update
-        callable polled before every action (None for a fixed target) and the tracker (map arms
-        following a moving target by their own sightings; the oracle arms follow the ground truth).
-        """
-        assert prediction.point is not None
+        answer region exactly as the certification oracle. A moving answer is followed: the oracle
+        arms follow the instance's ground truth, the map arms their own sightings of its label.
+        ``objects_at_start``: the evaluated world once loaded (mover started)."""
+        assert prediction.point is not None, "an abstaining arm does not navigate"
         moving = record.moving_id
         if arm is Arm.GIVEN_ANSWER:
             if moving is not None and record.answer.instance_id == moving:
-                instance_id = record.answer.instance_id
-
-                def truth() -> NavTarget:
-                    obj = world.objects()[instance_id]
-                    return NavTarget(obj.floor, obj.box.footprint)
-
-                return truth(), truth, None
-            return NavTarget(record.answer.point, record.answer.region), None, None
+                obj = objects_at_start[moving]
+                return NavigationPlan(NavTarget(obj.floor, obj.box.footprint), Follow.TRUTH, instance=moving)
+            return NavigationPlan(NavTarget(record.answer.point, record.answer.region))
         target = NavTarget(prediction.point, self.answer_footprint(arm, prediction.relation, prediction, maps))
         if prediction.relation is not Relation.MOVING or moving is None or not prediction.instance_ids:
-            return target, None, None
+            return NavigationPlan(target)
         chosen = prediction.instance_ids[-1]
         if arm is Arm.ORACLE_POSITIONS:
-            if chosen not in world.objects():
-                return target, None, None
+            if chosen not in objects_at_start:
+                return NavigationPlan(target)
+            return NavigationPlan(target, Follow.TRUTH, instance=chosen)
+        return NavigationPlan(target, Follow.SIGHTINGS, label=maps.map2[chosen].label)
 
-            def ground_truth() -> NavTarget:
-                obj = world.objects()[chosen]
+    def navigation_target(
+        self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, prediction: Prediction, world: World
+    ) -> tuple[NavTarget, Callable[[], NavTarget | None] | None, LabelTracker | None]:
+        """The arm's first target (:meth:`navigation_plan`), the update callable polled before every
+        action (None for a fixed target) and the tracker of a map arm following by sight. An update
+        is the instance's floor position and footprint now (the oracle arms) or the latest sighting's
+        (the map arms)."""
+        plan = self.navigation_plan(arm, record, maps, prediction, world.objects())
+        if plan.follow is Follow.NONE:
+            return plan.target, None, None
+        if plan.follow is Follow.TRUTH:
+
+            def ground_truth() -> NavTarget | None:
+                objects = world.objects()
+                if plan.instance not in objects:
+                    return None
+                obj = objects[plan.instance]
                 return NavTarget(obj.floor, obj.box.footprint)
 
-            return target, ground_truth, None
+            return plan.target, ground_truth, None
         tracker = LabelTracker(
-            label=maps.map2[chosen].label,
-            estimate=prediction.point,
+            label=plan.label,
+            estimate=plan.target.point,
             gate=self.config.benchmark_node.benchmark.track_gate,
             mapping=self.config.mapping_node,
         )
-
-        return target, lambda: tracker.observe(world.observe()), tracker
+        return plan.target, lambda: tracker.observe(world.observe()), tracker
 
     def embodied_result(
         self,
@@ -1125,7 +1161,9 @@ __all__ = [
     "ARM_ORDER",
     "BenchmarkError",
     "BenchmarkRequest",
+    "Follow",
     "GroupEvaluator",
+    "NavigationPlan",
     "RunProgress",
     "RunSummary",
     "WorkUnit",

@@ -13,8 +13,9 @@ goal to nav_node's ``/ovman/navigate`` action and returns once the goal is accep
 has ended; ``getResult`` gives SUCCEEDED / CANCELED / FAILED like BasicNavigator, and
 ``getTaskError`` / ``getNavResult`` the Navigate error code and the SPL inputs. ``getPath`` is the
 plan nav_node published for the current goal. ``cancelTask`` cancels the running goal (its result
-is then CANCELED); ``updateTarget`` sends a newer estimate of a moving target to the running goal
-(nav_node's ``/ovman/target_update``; used when the goal was sent with ``target_may_move``).
+is then CANCELED); ``updateTarget`` sends a newer estimate of a moving target to the running goal,
+optionally with its footprint now (nav_node's ``/ovman/target_update``, ovman_interfaces/TargetUpdate;
+used when the goal was sent with ``target_may_move``).
 Positions are in ``map`` (REP 103), metres.
 rclpy must be initialised (``rclpy.init()``) before a commander is created. The commander spins
 its own executor, or the ``executor`` it is given: a program with nodes of its own passes its
@@ -36,6 +37,7 @@ from rclpy.node import Node
 from rclpy.task import Future
 
 from ovman_interfaces.action import Navigate
+from ovman_interfaces.msg import TargetUpdate
 from ovman_interfaces.srv import Query
 from ovman_nav.nav_node import ACTION_NAME, LATCHED, PLAN_TOPIC, TARGET_UPDATE_TOPIC
 
@@ -72,7 +74,7 @@ class OvmanCommander(Node):
         super().__init__(node_name, namespace=namespace, **kwargs)
         self.query_client = self.create_client(Query, QUERY_SERVICE)
         self.nav_client = ActionClient(self, Navigate, ACTION_NAME)
-        self.update_pub = self.create_publisher(PointStamped, TARGET_UPDATE_TOPIC, 10)
+        self.update_pub = self.create_publisher(TargetUpdate, TARGET_UPDATE_TOPIC, 10)
         self.create_subscription(Path, PLAN_TOPIC, self._on_plan, LATCHED)
         self._own_executor = executor is None
         self._executor = SingleThreadedExecutor(context=self.context) if executor is None else executor
@@ -155,13 +157,20 @@ class OvmanCommander(Node):
         self._result_future = self._goal_handle.get_result_async()
         return True
 
-    def updateTarget(self, target: PointStamped) -> None:  # noqa: N802 - nav2_simple_commander naming
-        """Send a newer estimate of a moving target (``map``) to the running goal.
+    def updateTarget(  # noqa: N802 - nav2_simple_commander naming
+        self, target: PointStamped, region: tuple[Point, Point] | None = None
+    ) -> None:
+        """Send a newer estimate of a moving target (``map``, with its header's stamp) to the running
+        goal; ``region``: the target's footprint box now (min and max corners, ``map``), else the
+        goal's region follows the point.
 
         Fire and forget, like any topic: an update published before nav_node's subscription has
         matched ``update_pub`` (``update_pub.get_subscription_count()``) is lost, and nav_node
         ignores updates for goals sent without ``target_may_move``."""
-        self.update_pub.publish(target)
+        update = TargetUpdate(header=target.header, point=target.point, has_region=region is not None)
+        if region is not None:
+            update.region_min, update.region_max = region
+        self.update_pub.publish(update)
 
     def isTaskComplete(self, spin_sec: float = 0.1) -> bool:  # noqa: N802 - nav2_simple_commander naming
         """Spin up to ``spin_sec``; True when the current navigation has ended (or none runs)."""

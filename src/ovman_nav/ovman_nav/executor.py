@@ -82,6 +82,14 @@ class NavTarget:
         values = (*self.point, self.region.x_min, self.region.z_min, self.region.x_max, self.region.z_max)
         return all(math.isfinite(v) for v in values)
 
+    def moved_to(self, point: Vec2) -> NavTarget:
+        """This target carried to a newer estimate ``point`` of a moving target: the region keeps its
+        shape and follows the point (how nav_node applies a target update, and the in-process run
+        a re-estimate)."""
+        dx, dz = point[0] - self.point[0], point[1] - self.point[1]
+        r = self.region
+        return NavTarget(point=point, region=Footprint(r.x_min + dx, r.z_min + dz, r.x_max + dx, r.z_max + dz))
+
 
 @dataclasses.dataclass(frozen=True)
 class NavSettings:

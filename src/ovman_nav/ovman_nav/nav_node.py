@@ -8,11 +8,13 @@ Interfaces:
 - action ``/ovman/navigate`` (Navigate): one goal at a time (a goal sent while one runs is
   rejected); cancellable; Nav2-style feedback after an action, at most once per
   ``navigation.feedback_period_s``; enumerated error codes.
-- ``/ovman/target_update`` (geometry_msgs/PointStamped, ``map``): newer estimates of a moving
+- ``/ovman/target_update`` (ovman_interfaces/TargetUpdate, ``map``): newer estimates of a moving
   target, used while the current goal has ``target_may_move``. This is how a running goal is
   re-targeted (OvmanCommander.updateTarget publishes here): an update carries no goal id and
-  applies to the goal running when it arrives (one at a time); the newest one wins, the region
-  follows the point, and one farther than ``navigation.retarget_distance`` triggers a replan.
+  applies to the goal running when it arrives (one at a time); the newest one wins, its region
+  (``has_region``) becomes the target's footprint, or else the goal's region follows the point;
+  one farther than ``navigation.retarget_distance`` triggers a replan. An update in another
+  frame, or with a non-finite point or an empty region, is dropped with a warning.
   Updates received before a goal starts are discarded. With the goal's ``update_every_step`` (and
   sim_node as the world) the client sends one update per frame, stamped with the frame's stamp,
   and nav_node waits before each action for the update of its previous action's frame (NO_TARGET
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 import rclpy
 from builtin_interfaces.msg import Duration
-from geometry_msgs.msg import Point, PointStamped, PoseStamped
+from geometry_msgs.msg import Point, PoseStamped
 from nav_msgs.msg import OccupancyGrid, Odometry, Path
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -82,6 +84,7 @@ from ovman_core.grid import (
 )
 from ovman_core.world_state import AgentPose
 from ovman_interfaces.action import Navigate
+from ovman_interfaces.msg import TargetUpdate
 from ovman_interfaces.srv import Act, ActSequence
 from ovman_nav.astar import plan_to_region
 from ovman_nav.executor import (
@@ -156,13 +159,31 @@ def goal_target(goal: Navigate.Goal, map_frame: str) -> NavTarget:
     point = world_point(p)
     if not goal.has_region:
         return NavTarget.at_point(point)
-    lo, hi = goal.region_min, goal.region_max
+    return NavTarget(point=point, region=region_between(goal.region_min, goal.region_max, "goal region"))
+
+
+def region_between(lo: Point, hi: Point, what: str) -> Footprint:
+    """The floor footprint (world frame) of the ``map`` box [lo, hi]; GoalError (INVALID_GOAL)
+    unless it is finite with lo <= hi."""
     values = (lo.x, lo.y, lo.z, hi.x, hi.y, hi.z)
     if not all(math.isfinite(v) for v in values) or lo.x > hi.x or lo.y > hi.y or lo.z > hi.z:
-        raise GoalError(NavError.INVALID_GOAL, f"goal region must have finite region_min <= region_max, got {values}")
+        raise GoalError(NavError.INVALID_GOAL, f"{what} must have finite region_min <= region_max, got {values}")
     corners = [world_point(lo), world_point(hi)]
     xs, zs = sorted(c[0] for c in corners), sorted(c[1] for c in corners)
-    return NavTarget(point=point, region=Footprint(xs[0], zs[0], xs[1], zs[1]))
+    return Footprint(xs[0], zs[0], xs[1], zs[1])
+
+
+def updated_target(target: NavTarget, update: TargetUpdate) -> NavTarget:
+    """``target`` after ``update``: its point, with its region (``has_region``) or else with the
+    target's region carried along (:meth:`ovman_nav.executor.NavTarget.moved_to`); GoalError for an
+    unusable update."""
+    p = update.point
+    if not all(math.isfinite(v) for v in (p.x, p.y, p.z)):
+        raise GoalError(NavError.NO_TARGET, f"target update with a non-finite point {p}")
+    point = world_point(p)
+    if update.has_region:
+        return NavTarget(point, region_between(update.region_min, update.region_max, "target update region"))
+    return target.moved_to(point)
 
 
 def goal_settings(goal: Navigate.Goal, settings: NavSettings) -> NavSettings:
@@ -175,14 +196,6 @@ def goal_settings(goal: Navigate.Goal, settings: NavSettings) -> NavSettings:
         success_radius=radius or settings.success_radius,
         max_steps=int(goal.max_steps) or settings.max_steps,
     )
-
-
-def moved_target(target: NavTarget, update: PointStamped) -> NavTarget:
-    """``target`` carried to an updated position: the region keeps its shape and follows the point."""
-    x, z = world_point(update.point)
-    dx, dz = x - target.point[0], z - target.point[1]
-    r = target.region
-    return NavTarget(point=(x, z), region=Footprint(r.x_min + dx, r.z_min + dz, r.x_max + dx, r.z_max + dz))
 
 
 def base_pose_stamped(pose: AgentPose, header: Any) -> PoseStamped:
@@ -417,13 +430,13 @@ class NavNode(Node):
         )
         self._busy = threading.Lock()
         self._update_lock = threading.Condition()
-        self._latest_update: PointStamped | None = None
+        self._latest_update: TargetUpdate | None = None
         self._update_stamp_ns = 0
         """Stamp of the newest target update received (its header's)."""
         self.plan_pub = self.create_publisher(Path, PLAN_TOPIC, LATCHED)
         self.map_pub = None  # created when no other node publishes /map
         self._published_grid: NavGrid | None = None
-        self.create_subscription(PointStamped, TARGET_UPDATE_TOPIC, self._on_target_update, 10, callback_group=group)
+        self.create_subscription(TargetUpdate, TARGET_UPDATE_TOPIC, self._on_target_update, 10, callback_group=group)
         self.action_server = ActionServer(
             self,
             Navigate,
@@ -450,18 +463,23 @@ class NavNode(Node):
 
     # callbacks
 
-    def _on_target_update(self, message: PointStamped) -> None:
+    def _on_target_update(self, message: TargetUpdate) -> None:
         if message.header.frame_id != self.config.frames.map:
             self.get_logger().warning(
                 f"ignoring target update in frame '{message.header.frame_id}'; expected '{self.config.frames.map}'"
             )
+            return
+        try:
+            updated_target(NavTarget.at_point((0.0, 0.0)), message)  # the checks the running goal applies
+        except GoalError as err:
+            self.get_logger().warning(f"ignoring target update: {err}")
             return
         with self._update_lock:
             self._latest_update = message
             self._update_stamp_ns = max(self._update_stamp_ns, stamp_of(message.header))
             self._update_lock.notify_all()
 
-    def _take_update(self) -> PointStamped | None:
+    def _take_update(self) -> TargetUpdate | None:
         with self._update_lock:
             update, self._latest_update = self._latest_update, None
         return update
@@ -535,7 +553,7 @@ class NavNode(Node):
             update = self._take_update() if goal.target_may_move else None
             if update is None:
                 return None
-            current[0] = moved_target(current[0], update)
+            current[0] = updated_target(current[0], update)
             return current[0]
 
         period_ns = int(self.config.nav_node.navigation.feedback_period_s * 1e9)

@@ -320,19 +320,39 @@ def ground_truth_header(text: str) -> tuple[int, AgentPose]:
 
 def parse_ground_truth_json(text: str) -> GroundTruthFrame:
     """The inverse of :func:`ground_truth_json`; BundleFormatError if malformed."""
-    doc = _load(text, "ground truth")
-    try:
-        pose = doc["agent_pose"]
-        return GroundTruthFrame(
-            stamp_ns=int(doc["stamp_ns"]),
-            step=int(doc["step"]),
-            pose=AgentPose(float(pose["x"]), float(pose["z"]), float(pose["yaw_deg"]), float(pose["horizon_deg"])),
-            camera_position=_vec3(doc["camera_position"]),
-            segment_instances={int(k): str(v) for k, v in doc["segment_instances"].items()},
-            objects=WorldState.of([object_state_from_dict(o) for o in doc["objects"]]),
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise BundleFormatError(f"ground truth record: missing or bad field: {err!r}") from None
+    return GroundTruthParser().parse(text)
+
+
+class GroundTruthParser:
+    """:func:`parse_ground_truth_json` for a stream of records (the inverse of
+    :class:`GroundTruthRecords`): while a record's decoded ``objects`` list equals the previous
+    record's, the previous frame's WorldState is returned again instead of being rebuilt (objects
+    change only when something moves, and a WorldState is most of a record's decoding). Not
+    thread-safe."""
+
+    def __init__(self) -> None:
+        self._listed: Any = None
+        self._objects: WorldState | None = None
+
+    def parse(self, text: str) -> GroundTruthFrame:
+        """The record's frame; BundleFormatError if malformed."""
+        doc = _load(text, "ground truth")
+        try:
+            pose = doc["agent_pose"]
+            listed = doc["objects"]
+            if self._objects is None or listed != self._listed:
+                self._objects = WorldState.of([object_state_from_dict(o) for o in listed])
+                self._listed = listed
+            return GroundTruthFrame(
+                stamp_ns=int(doc["stamp_ns"]),
+                step=int(doc["step"]),
+                pose=AgentPose(float(pose["x"]), float(pose["z"]), float(pose["yaw_deg"]), float(pose["horizon_deg"])),
+                camera_position=_vec3(doc["camera_position"]),
+                segment_instances={int(k): str(v) for k, v in doc["segment_instances"].items()},
+                objects=self._objects,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise BundleFormatError(f"ground truth record: missing or bad field: {err!r}") from None
 
 
 def object_state_to_dict(obj: ObjectState) -> dict[str, Any]:

@@ -367,52 +367,6 @@ def read_visit(path: str | os.PathLike[str]) -> Iterator[RecordedFrame]:
     return _frames(reader, path, info, frame_count, connections)
 
 
-def read_ground_truth(path: str | os.PathLike[str]) -> Iterator[GroundTruthFrame]:
-    """Iterate the ground-truth records of a recording in order, without decoding its images (the
-    objects and the segment owners of each frame, e.g. to score against). Checks the metadata now
-    and the record count and stamps as it reads; RecordingError naming the file otherwise."""
-    path = Path(path)
-    reader = _open_reader(path)
-    try:
-        info, frame_count = _info_of(reader, path)
-        connection = _connections_of(reader, path, frame_count)[bundle.GROUND_TRUTH_TOPIC]
-    except BaseException:
-        reader.close()
-        raise
-    return _truth_frames(reader, path, info, frame_count, connection)
-
-
-def _truth_frames(
-    reader: Reader, path: Path, info: VisitInfo, frame_count: int, connection: Any
-) -> Iterator[GroundTruthFrame]:
-    topic = bundle.GROUND_TRUTH_TOPIC
-    clock = bundle.FrameClock(info.step_dt)
-    produced = 0
-    try:
-        for _, timestamp, raw in reader.messages(connections=[connection]):
-            text = _decode(raw, connection.msgtype, path, topic, timestamp).data
-            try:
-                truth = bundle.parse_ground_truth_json(text)
-            except BundleFormatError as err:
-                raise RecordingError(f"{path}: frame at stamp {timestamp} ns: topic {topic}: {err}") from None
-            if truth.stamp_ns != timestamp or clock.stamp(truth.step) != timestamp:
-                raise RecordingError(
-                    f"{path}: frame at stamp {timestamp} ns: topic {topic}: step {truth.step} / stamp "
-                    f"{truth.stamp_ns} ns do not match the message time (step_dt {info.step_dt} s)"
-                )
-            produced += 1
-            yield truth
-    except _STORAGE_ERRORS as err:
-        raise RecordingError(
-            f"{path}: cannot read frame {produced} (topic {topic}): the file is corrupt or truncated: "
-            f"{type(err).__name__}: {err}"
-        ) from err
-    finally:
-        reader.close()
-    if produced != frame_count:
-        raise RecordingError(f"{path}: truncated: metadata promises {frame_count} frames, the file holds {produced}")
-
-
 def _frames(
     reader: Reader, path: Path, info: VisitInfo, frame_count: int, connections: dict[str, Any]
 ) -> Iterator[RecordedFrame]:
@@ -422,11 +376,12 @@ def _frames(
     stamp: int | None = None
     produced = 0
     clock = bundle.FrameClock(info.step_dt)
+    parser = bundle.GroundTruthParser()
     try:
         for connection, timestamp, raw in reader.messages(connections=wanted):
             topic = topic_of[connection.id]
             if stamp is not None and timestamp != stamp:
-                yield _assemble(pending, stamp, path, info, clock)
+                yield _assemble(pending, stamp, path, info, clock, parser)
                 produced += 1
                 pending = {}
             stamp = timestamp
@@ -434,7 +389,7 @@ def _frames(
                 raise RecordingError(f"{path}: topic {topic}: two messages at stamp {timestamp} ns (one frame each)")
             pending[topic] = _decode(raw, connection.msgtype, path, topic, timestamp)
         if stamp is not None:
-            yield _assemble(pending, stamp, path, info, clock)
+            yield _assemble(pending, stamp, path, info, clock, parser)
             produced += 1
     except _STORAGE_ERRORS as err:
         # A damaged chunk holds several topics: name those the current frame still lacks.
@@ -451,7 +406,12 @@ def _frames(
 
 
 def _assemble(
-    messages: dict[str, Any], stamp: int, path: Path, info: VisitInfo, clock: bundle.FrameClock
+    messages: dict[str, Any],
+    stamp: int,
+    path: Path,
+    info: VisitInfo,
+    clock: bundle.FrameClock,
+    parser: bundle.GroundTruthParser,
 ) -> RecordedFrame:
     missing = sorted(set(FRAME_TOPICS) - set(messages))
     if missing:
@@ -464,7 +424,7 @@ def _assemble(
     except BundleFormatError as err:
         raise RecordingError(f"{where}: topic {bundle.INSTANCE_LABELS_TOPIC}: {err}") from None
     try:
-        truth = bundle.parse_ground_truth_json(messages[bundle.GROUND_TRUTH_TOPIC].data)
+        truth = parser.parse(messages[bundle.GROUND_TRUTH_TOPIC].data)
     except BundleFormatError as err:
         raise RecordingError(f"{where}: topic {bundle.GROUND_TRUTH_TOPIC}: {err}") from None
     step = table.step
@@ -703,7 +663,6 @@ __all__ = [
     "RecordingError",
     "VisitInfo",
     "VisitWriter",
-    "read_ground_truth",
     "read_visit",
     "read_visit_info",
     "write_visit",

@@ -1,0 +1,86 @@
+"""benchmark_node's own steps against a real sim_node over DDS (the whole graph runs in
+test_benchmark_graph): a target followed by sight starts from the start view, as in process.
+
+Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from .processes import NodeProcess
+
+try:
+    from ovman_eval.benchmark_node import LOAD_VISIT_SERVICE, BenchmarkNode
+    from ovman_interfaces.srv import LoadVisit
+    from ovman_sim.messages import floor_pose_msg
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
+    ) from error
+
+from ovman_core.config import load_config
+from ovman_core.world_state import AgentPose, ObjectState
+from ovman_eval.runner import Follow, NavigationPlan
+from ovman_eval.tracking import LabelTracker
+from ovman_nav.executor import NavTarget
+from ovman_sim.embedded import EmbeddedWorld
+
+pytestmark = pytest.mark.ros
+
+CONFIG = load_config()
+SCENE = "embedded-3"
+START_TIMEOUT_S = 60.0
+"""(s): sim_node compiles its renderer and discovery has multi-second tails (notes)."""
+OFFSET_M = 0.4
+"""(m): how far the followed target's first estimate lies from the instance (within the gate)."""
+
+
+def in_view(world: EmbeddedWorld) -> tuple[AgentPose, ObjectState, str]:
+    """A pose from which the camera sees one instance best (most pixels), the instance and the
+    segmenter label of its segment."""
+    world.reset(SCENE)
+    horizon = world.agent_pose().horizon_deg
+    best: tuple[int, AgentPose, ObjectState, str] | None = None
+    for x, z in world.reachable_positions()[::5]:
+        for yaw in (0.0, 90.0, 180.0, 270.0):
+            pose = AgentPose(x, z, yaw, horizon)
+            world.reset(SCENE, None, pose)
+            observation = world.observe()
+            for segment, label in observation.segment_labels.items():
+                pixels = int((observation.segments == segment).sum())
+                if best is None or pixels > best[0]:
+                    instance = world.objects()[observation.segment_instances[segment]]
+                    best = (pixels, pose, instance, label)
+    assert best is not None, f"{SCENE}: no pose sees any instance"
+    _, pose, instance, label = best
+    return pose, instance, label
+
+
+def test_a_target_followed_by_sight_starts_from_the_start_view(sim_node: NodeProcess, rclpy_context) -> None:
+    # sim_node as configured: nothing loaded, the camera published after every Act.
+    world = EmbeddedWorld(CONFIG.sim_node)
+    pose, instance, label = in_view(world)
+    guess = (instance.floor[0] + OFFSET_M, instance.floor[1])
+    plan = NavigationPlan(NavTarget.at_point(guess), Follow.SIGHTINGS, label=label)
+    # In process: the tracker's first look, before the first action, is the start view.
+    world.reset(SCENE, None, pose)
+    gate = CONFIG.benchmark_node.benchmark.track_gate
+    expected = LabelTracker(label, guess, gate, CONFIG.mapping_node).observe(world.observe())
+    assert expected is not None and math.dist(expected.point, guess) > 0.0  # the start view moves the estimate
+
+    node = BenchmarkNode(CONFIG, context=rclpy_context)
+    try:
+        for name in ("/sim_node/load_visit", "/sim_node/act"):
+            assert node.clients_by_name[name].wait_for_service(timeout_sec=START_TIMEOUT_S), sim_node.diagnosis()
+        request = LoadVisit.Request(
+            scene=SCENE, use_start_pose=True, start_pose=floor_pose_msg(pose), start_horizon_deg=pose.horizon_deg
+        )
+        assert node.call(LOAD_VISIT_SERVICE, request).success, sim_node.diagnosis()
+        target, _, first = node.start_following_by_sight(plan, CONFIG)
+    finally:
+        node.destroy_node()
+    assert target == expected  # the goal is sent to the sighting's point and footprint
+    assert (first.pose.x, first.pose.z) == (pose.x, pose.z)  # seen through a Stop at the start
