@@ -394,6 +394,7 @@ class BenchmarkNodeParams:
     call_timeout_s: float
     navigate_timeout_s: float
     message_timeout_s: float
+    camera_retry_s: float
     shutdown_timeout_s: float
 
 

@@ -24,10 +24,12 @@ the other nodes:
    objects at the end and the trajectory come from sim_node's ``/ovman/ground_truth`` frames; a
    ``Stop`` through ``/sim_node/act`` (which neither advances time nor the mover) marks the frame
    to read them from. Ground-truth frames are decoded only as far as every frame is needed (stamp
-   and agent pose); every object's state is parsed only for the frames it is read from. When
-   sim_node starts with ``node.act_camera`` false (the graph does unless RViz watches), the camera
-   bundle after each action is turned on (``/sim_node/set_parameters``) only while a map arm
-   follows a moving target by sight, and off again after.
+   and agent pose); every object's state is parsed only for the frames it is read from. The node
+   subscribes to the camera bundle only while a map arm follows a moving target by sight (a tour's
+   bundles would otherwise be delivered to it too), Stopping until the bundle of a Stop arrives
+   (the new subscriptions are matched); when sim_node starts with ``node.act_camera`` false (the
+   graph does unless RViz watches), its camera bundle after each action is turned on
+   (``/sim_node/set_parameters``) for that time too, and off again after.
 
 Scores come from the in-process runner's own functions (:mod:`ovman_eval.graph_run`), and the
 results from :class:`ovman_eval.graph_run.GraphRun` in the runner's layout (``results.jsonl``
@@ -157,8 +159,6 @@ CAMERA_TOPICS: dict[str, Any] = {
     bundle.CAMERA_INFO_TOPIC: CameraInfo,
     bundle.CAMERA_POSE_TOPIC: PoseStamped,
 }
-SIGHTED_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.SINGLE_VISIT, Arm.ORACLE_GROUNDING, Arm.CATEGORY_ONLY})
-"""Arms that follow a moving target by their own sightings (the oracle arms follow the ground truth)."""
 CAMERA_SYNC_PENDING = 30
 """Most stamps with an incomplete camera bundle held while following a moving target."""
 
@@ -259,7 +259,7 @@ class BenchmarkNode(Node):
         self.create_subscription(String, bundle.GROUND_TRUTH_TOPIC, self._keep_truth, FRAME_QOS)
         self._camera_sync: StampSynchronizer[Any] | None = None
         self._camera_observations: list[tuple[int, Observation]] = []
-        self._camera_subscribed = False
+        self._camera_subscriptions: list[Any] = []
         self._follow: Callable[[], None] | None = None
         """While a moving target is followed: what to do after each frame (see :meth:`navigate`)."""
         self._retargets = 0
@@ -495,42 +495,21 @@ class BenchmarkNode(Node):
     ) -> NavigationOutcome:
         """Run one Navigate goal to its end, following a moving target; what the graph reported.
         ``first``: the frame at the start (the trajectory starts there)."""
-        map_frame = self.config.frames.map
         camera_switched = plan.follow is Follow.SIGHTINGS and not self.sim_act_camera
         if camera_switched:
             self.set_sim_act_camera(True)
         self._retargets = 0
         target, follow = plan.target, None
-        if plan.follow is Follow.SIGHTINGS:
-            target, follow, first = self.start_following_by_sight(plan, config)
-        self.truth_frames = [f for f in self.truth_frames if f.stamp_ns >= first.stamp_ns]
-        if plan.follow is Follow.TRUTH:
-            follow = self._truth_follower(plan.instance, target)
-        goal = PointStamped(point=floor_point_msg(target.point))
-        goal.header.frame_id = map_frame
-        # A followed target is re-estimated in the frame callbacks, as soon as each frame arrives
-        # (nav_node waits for that update before its next action); the commander's waits spin them.
-        self._follow = follow
         try:
-            accepted = self.commander.goToPoint(
-                goal,
-                record.moving_id is not None,
-                region_corners(target.region),
-                timeout_sec=self.waits.call_timeout_s,
-                update_every_step=follow is not None,
-            )
-            if not accepted:
-                raise GraphCallError(f"nav_node did not accept the goal of episode {record.episode_id}")
-            deadline = time.monotonic() + self.waits.navigate_timeout_s
-            while not self.commander.isTaskComplete(spin_sec=SPIN_PERIOD_S):
-                if time.monotonic() > deadline:
-                    self.commander.cancelTask()
-                    raise GraphCallError(
-                        f"episode {record.episode_id}: navigation did not end within {self.waits.navigate_timeout_s} s"
-                    )
+            if plan.follow is Follow.SIGHTINGS:
+                target, follow, first = self.start_following_by_sight(plan, config)
+            self.truth_frames = [f for f in self.truth_frames if f.stamp_ns >= first.stamp_ns]
+            if plan.follow is Follow.TRUTH:
+                follow = self._truth_follower(plan.instance, target)
+            self._drive(record, target, follow)
         finally:
             self._follow = None
-        self._camera_sync = None
+            self._unsubscribe_camera()
         if camera_switched:
             self.set_sim_act_camera(False)
         result = self.commander.getNavResult()
@@ -551,6 +530,31 @@ class BenchmarkNode(Node):
             final_state=final_state,
             retargets=self._retargets,
         )
+
+    def _drive(self, record: EpisodeRecord, target: NavTarget, follow: Callable[[], None] | None) -> None:
+        """Send the goal and wait for its end; ``follow``: what to do after each frame while a moving
+        target is followed (None: a fixed target)."""
+        goal = PointStamped(point=floor_point_msg(target.point))
+        goal.header.frame_id = self.config.frames.map
+        # A followed target is re-estimated in the frame callbacks, as soon as each frame arrives
+        # (nav_node waits for that update before its next action); the commander's waits spin them.
+        self._follow = follow
+        accepted = self.commander.goToPoint(
+            goal,
+            record.moving_id is not None,
+            region_corners(target.region),
+            timeout_sec=self.waits.call_timeout_s,
+            update_every_step=follow is not None,
+        )
+        if not accepted:
+            raise GraphCallError(f"nav_node did not accept the goal of episode {record.episode_id}")
+        deadline = time.monotonic() + self.waits.navigate_timeout_s
+        while not self.commander.isTaskComplete(spin_sec=SPIN_PERIOD_S):
+            if time.monotonic() > deadline:
+                self.commander.cancelTask()
+                raise GraphCallError(
+                    f"episode {record.episode_id}: navigation did not end within {self.waits.navigate_timeout_s} s"
+                )
 
     def _publish_estimate(self, target: NavTarget, stamp_ns: int) -> None:
         """The target estimate (point and footprint) after the frame stamped ``stamp_ns`` (one per
@@ -586,13 +590,7 @@ class BenchmarkNode(Node):
         )
         self._camera_sync = StampSynchronizer(CAMERA_TOPICS, CAMERA_SYNC_PENDING)
         self._camera_observations = []
-        self._ensure_camera_subscriptions()
-        _, first = self.act_stop()
-        self.spin_until(
-            lambda: any(stamp == first.stamp_ns for stamp, _ in self._camera_observations),
-            f"the camera bundle of the frame stamped {first.stamp_ns} ns",
-            self.waits.message_timeout_s,
-        )
+        first = self._subscribe_camera()
         estimate = [plan.target]
         for _, observation in self._take_observations(first.stamp_ns - 1):
             estimate[0] = tracker.observe(observation) or estimate[0]
@@ -614,14 +612,38 @@ class BenchmarkNode(Node):
         observations, self._camera_observations = self._camera_observations, []
         return [(stamp, observation) for stamp, observation in observations if stamp > after_ns]
 
-    def _ensure_camera_subscriptions(self) -> None:
-        """Subscribe to the camera bundle (before any navigation: discovery takes time), for map
-        arms that follow a moving target by sight."""
-        if self._camera_subscribed:
-            return
-        for topic, kind in CAMERA_TOPICS.items():
+    def _subscribe_camera(self) -> TruthMessage:
+        """Subscribe to the camera bundle; the frame of the first Stop whose bundle arrives. New
+        subscriptions take a moment to be matched by sim_node's publishers, and a bundle published
+        before then never arrives: Stop (nothing moves, no time passes) every ``node.camera_retry_s``
+        until one does, within ``node.message_timeout_s``."""
+        self._camera_subscriptions = [
             self.create_subscription(kind, topic, functools.partial(self._on_camera, topic), FRAME_QOS)
-        self._camera_subscribed = True
+            for topic, kind in CAMERA_TOPICS.items()
+        ]
+        deadline = time.monotonic() + self.waits.message_timeout_s
+        wait = min(self.waits.camera_retry_s, self.waits.message_timeout_s)
+        while True:
+            _, frame = self.act_stop()
+            try:
+                self.spin_until(functools.partial(self._has_camera_frame, frame.stamp_ns), "a camera bundle", wait)
+                return frame
+            except GraphCallError:
+                if time.monotonic() > deadline:
+                    raise GraphCallError(
+                        f"no camera bundle of a Stop within {self.waits.message_timeout_s} s (benchmark_node.node "
+                        "message_timeout_s): does sim_node publish the camera after an Act (node.act_camera)?"
+                    ) from None
+
+    def _has_camera_frame(self, stamp_ns: int) -> bool:
+        return any(stamp == stamp_ns for stamp, _ in self._camera_observations)
+
+    def _unsubscribe_camera(self) -> None:
+        for subscription in self._camera_subscriptions:
+            self.destroy_subscription(subscription)
+        self._camera_subscriptions = []
+        self._camera_sync = None
+        self._camera_observations = []
 
     # ---------------------------------------------------------------- the run
 
@@ -705,8 +727,6 @@ class BenchmarkNode(Node):
             f"run {run.run_dir}: {len(run.units)} of {run.total_groups} recorded groups to do "
             f"({', '.join(a.value for a in request.arms)}; seeds {list(request.seeds)})"
         )
-        if any(r.moving_id for r in records) and any(a in SIGHTED_ARMS for a in request.arms):
-            self._ensure_camera_subscriptions()
         if Arm.SINGLE_VISIT in request.arms:
             # The arm grounds here: load the language model now, while the other nodes start too.
             evaluator.encoder.embed_text([records[0].query.noun_phrase])
