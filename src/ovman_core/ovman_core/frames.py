@@ -11,12 +11,16 @@ Quaternions are (x, y, z, w) throughout, as in geometry_msgs and scipy.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from ovman_core.boxes import Vec3
+
+ROTATION_CACHE_SIZE = 4096
+"""Most (yaw, horizon) orientations kept by the cached conversions (a frame per step asks for one)."""
 
 THOR_TO_ROS = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
 """C: maps an AI2-THOR world vector to REP 103 (x_ros = z, y_ros = −x, z_ros = y)."""
@@ -80,10 +84,12 @@ def yaw_quaternion(yaw_rad: float) -> Quaternion:
     return (0.0, 0.0, math.sin(yaw_rad / 2.0), math.cos(yaw_rad / 2.0))
 
 
+@functools.lru_cache(maxsize=ROTATION_CACHE_SIZE)
 def camera_link_quaternion(yaw_deg: float, horizon_deg: float) -> Quaternion:
     """Orientation (x, y, z, w) of ``camera_link`` in ``map`` for an AI2-THOR yaw and horizon.
 
     R = Rz(yaw_ros) · Ry(+horizon): a positive horizon pitches the camera down in both frames.
+    Cached: an agent's yaws and horizons take few values, and every published frame needs this.
     """
     rot = Rotation.from_euler("ZY", [thor_yaw_to_ros(yaw_deg), math.radians(horizon_deg)])
     return tuple(float(v) for v in rot.as_quat())  # type: ignore[return-value]

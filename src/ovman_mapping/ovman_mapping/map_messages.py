@@ -19,6 +19,7 @@ order is used there. Points are not sent; features and colour histograms go as f
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,7 +34,13 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from ovman_core.boxes import Box3, Vec3
 from ovman_core.config import ConfigError, MapMarkersConfig
-from ovman_core.frames import CAMERA_LINK_TO_OPTICAL, ros_to_thor_point, ros_yaw_to_thor, thor_to_ros_point
+from ovman_core.frames import (
+    CAMERA_LINK_TO_OPTICAL,
+    ROTATION_CACHE_SIZE,
+    ros_to_thor_point,
+    ros_yaw_to_thor,
+    thor_to_ros_point,
+)
 from ovman_core.world_state import AgentPose
 from ovman_interfaces.msg import Instance as InstanceMsg
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
@@ -79,18 +86,26 @@ def camera_from_pose(pose: PoseStamped, map_frame: str) -> tuple[Vec3, float, fl
     values = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
     if not all(math.isfinite(v) for v in values) or q.x == q.y == q.z == q.w == 0.0:
         raise MapMessageError(f"camera pose has a non-finite position or an invalid quaternion: {values}")
-    link = Rotation.from_quat((q.x, q.y, q.z, q.w)) * Rotation.from_quat(CAMERA_LINK_TO_OPTICAL).inv()
+    yaw_deg, horizon_deg, roll = camera_angles((q.x, q.y, q.z, q.w))
+    if abs(roll) > MAX_CAMERA_ROLL_RAD:
+        raise MapMessageError(f"camera pose is rolled by {math.degrees(roll):.4f} deg; mapping needs a level camera")
+    return ros_to_thor_point((p.x, p.y, p.z)), yaw_deg, horizon_deg
+
+
+@functools.lru_cache(maxsize=ROTATION_CACHE_SIZE)
+def camera_angles(quaternion: tuple[float, float, float, float]) -> tuple[float, float, float]:
+    """``(yaw_deg, horizon_deg, roll_rad)`` of the camera whose optical frame has orientation
+    ``quaternion`` (x, y, z, w) in ``map`` (cached: an agent's orientations take few values)."""
+    link = Rotation.from_quat(quaternion) * Rotation.from_quat(CAMERA_LINK_TO_OPTICAL).inv()
     # Columns of R = Rz(yaw)·Ry(pitch): forward, left = (−sin yaw, cos yaw, 0), up. A level camera
     # keeps its left axis horizontal; yaw comes from that axis, so it is defined at any pitch.
     r = link.as_matrix()
     roll = math.asin(max(-1.0, min(1.0, float(r[2, 1]))))
-    if abs(roll) > MAX_CAMERA_ROLL_RAD:
-        raise MapMessageError(f"camera pose is rolled by {math.degrees(roll):.4f} deg; mapping needs a level camera")
     yaw = math.atan2(-float(r[0, 1]), float(r[1, 1]))
     pitch = math.atan2(-float(r[2, 0]), float(r[2, 2]))
     yaw_deg = round(ros_yaw_to_thor(float(yaw)), ANGLE_DECIMALS) % 360.0
     horizon_deg = round(math.degrees(float(pitch)), ANGLE_DECIMALS) + 0.0
-    return ros_to_thor_point((p.x, p.y, p.z)), yaw_deg, horizon_deg
+    return yaw_deg, horizon_deg, roll
 
 
 def observation_from_bundle(

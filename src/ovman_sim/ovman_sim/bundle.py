@@ -15,6 +15,7 @@ pitched by the camera horizon, and the optical frame (z forward, x right, y down
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from ovman_core.camera import Intrinsics
 from ovman_core.config import FramesConfig
 from ovman_core.frames import (
     CAMERA_LINK_TO_OPTICAL,
+    ROTATION_CACHE_SIZE,
     Quaternion,
     camera_link_quaternion,
     thor_to_ros_point,
@@ -159,9 +161,17 @@ def dynamic_transforms(observation: Observation, frames: FramesConfig) -> list[T
 
 def optical_pose(observation: Observation) -> tuple[Vec3, Quaternion]:
     """The optical frame in ``map``: ``p_map = R · p_optical + t`` back-projects a depth pixel."""
-    link = Rotation.from_quat(camera_link_quaternion(observation.pose.yaw_deg, observation.pose.horizon_deg))
+    rotation = optical_quaternion(observation.pose.yaw_deg, observation.pose.horizon_deg)
+    return thor_to_ros_point(observation.camera_position), rotation
+
+
+@functools.lru_cache(maxsize=ROTATION_CACHE_SIZE)
+def optical_quaternion(yaw_deg: float, horizon_deg: float) -> Quaternion:
+    """Orientation (x, y, z, w) of the optical frame in ``map`` for an AI2-THOR yaw and horizon
+    (cached, as :func:`ovman_core.frames.camera_link_quaternion`)."""
+    link = Rotation.from_quat(camera_link_quaternion(yaw_deg, horizon_deg))
     rotation = (link * Rotation.from_quat(CAMERA_LINK_TO_OPTICAL)).as_quat()
-    return thor_to_ros_point(observation.camera_position), tuple(float(v) for v in rotation)  # type: ignore[return-value]
+    return tuple(float(v) for v in rotation)  # type: ignore[return-value]
 
 
 @dataclasses.dataclass(frozen=True)
