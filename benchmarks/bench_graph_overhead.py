@@ -2,7 +2,7 @@
 
 Runs the same benchmark four times on one dataset and configuration, each as the user would, in
 its own process: ``ovman benchmark`` (the in-process runner, with an empty map cache) and ``ovman launch
-benchmark`` (sim_node, mapping_node, query_node, nav_node and benchmark_node as processes), each
+benchmark`` (sim_node, the player, mapping_node, query_node, nav_node and benchmark_node as processes), each
 once with a cold text-embedding cache (every process that embeds loads the language model) and
 once with a warm one (none does: :mod:`ovman_mapping.text_store`). The caches are private to
 this run. Prints each run's end-to-end wall time (process start to exit: imports, model loading,

@@ -3,7 +3,8 @@
     ros2 launch ovman_eval benchmark.launch.py dataset:=/data/ovman-single
     ros2 launch ovman_eval benchmark.launch.py dataset:=/data/ovman-single arms:=two_visit,given_answer rviz:=true
 
-Starts sim_node, mapping_node, query_node, nav_node and benchmark_node as described by
+Starts sim_node, the player (a second sim_node that plays the recorded tours under /player),
+mapping_node, query_node, nav_node and benchmark_node as described by
 :mod:`ovman_eval.graph` (the description ``ovman launch benchmark`` starts too), every node with
 its parameters from the configuration (``config:=`` or the ovman.yaml installed in this package's
 share directory, also exported as ``$OVMAN_CONFIG``; ``$FASTDDS_DEFAULT_PROFILES_FILE`` is the

@@ -1,6 +1,6 @@
 """The benchmark graph described once (ovman_eval.graph), and its two starters' view of it.
 
-- the description: five nodes, each a module with a console script, parameters from the config;
+- the description: six nodes, each a module with a console script, parameters from the config;
 - ``launch/benchmark.launch.py`` run against a recording fake of the ``launch``/``launch_ros`` API
   surface it uses (those packages are not installable here): its arguments, Node actions,
   parameters, shutdown handler and RViz must be exactly the description's;
@@ -30,7 +30,7 @@ from .generation_setup import generate, request, small_config
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_FILE = REPO / "launch" / "benchmark.launch.py"
-NODES = ("sim_node", "mapping_node", "query_node", "nav_node", "benchmark_node")
+NODES = ("sim_node", "player", "mapping_node", "query_node", "nav_node", "benchmark_node")
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def options(dataset: Path, **changes: Any) -> graph.BenchmarkOptions:
     return dataclasses.replace(graph.BenchmarkOptions(str(dataset), ("two_visit",), (0,)), **changes)
 
 
-def test_the_graph_is_five_nodes_each_a_module_with_its_console_script(dataset: Path):
+def test_the_graph_is_six_nodes_each_a_module_with_its_console_script(dataset: Path):
     nodes = graph.benchmark_graph(load_config(), options(dataset))
     assert tuple(n.name for n in nodes) == NODES
     assert [n.name for n in nodes if n.ends_graph] == ["benchmark_node"]
@@ -72,6 +72,18 @@ def test_the_graph_is_five_nodes_each_a_module_with_its_console_script(dataset: 
         assert importlib.util.find_spec(node.module) is not None, node.module
         setup = (REPO / "src" / node.package / "setup.py").read_text()
         assert f"{node.executable} = {node.module}:main" in setup, (node.package, node.executable)
+
+
+def test_the_player_plays_the_tours_on_its_own_topics_and_mapping_node_maps_those(dataset: Path):
+    from ovman_sim import bundle
+
+    nodes = {n.name: n for n in graph.benchmark_graph(load_config(), options(dataset))}
+    player, sim = nodes["player"], nodes["sim_node"]
+    assert (player.module, player.parameters) == (sim.module, sim.parameters)  # a second sim_node
+    played = dict(player.remappings)
+    assert played == {t: "/player" + t for t in bundle.PUBLISHED_TOPICS}  # nothing on sim_node's topics
+    assert dict(nodes["mapping_node"].remappings) == {t: played[t] for t in bundle.CAMERA_TOPICS}
+    assert all(not n.remappings for n in nodes.values() if n.name not in ("player", "mapping_node"))
 
 
 def test_with_rviz_sim_node_keeps_real_time_playback_and_the_camera_after_every_action(dataset: Path):
@@ -108,8 +120,9 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
         "query_node": {},
         "nav_node": {"navigation.scene": ""},
     }
+    wiring["player"] = wiring["sim_node"]
     for name, overrides in wiring.items():
-        expected = {**node_parameters(config, name), **overrides}
+        expected = {**node_parameters(config, "sim_node" if name == "player" else name), **overrides}
         if name == "query_node":
             expected |= {k: v for k, v in node_parameters(config, "mapping_node").items() if k.startswith("encoder.")}
         assert dict(nodes[name].parameters) == expected, name
@@ -394,9 +407,10 @@ def test_launch_without_a_dataset_names_the_argument(fake_launch: None, share: P
 # ---- ovman launch: the process starter -----------------------------------------------------------
 
 
-def test_each_python_node_runs_as_a_module_with_its_name_and_the_params_file(dataset: Path, tmp_path: Path):
+def test_each_python_node_runs_as_a_module_with_its_name_remappings_and_the_params_file(dataset: Path, tmp_path: Path):
     for spec in graph.benchmark_graph(load_config(), options(dataset)):
         command = node_command(spec, tmp_path / "p.yaml", python="py")
+        remaps = [item for source, target in spec.remappings for item in ("-r", f"{source}:={target}")]
         assert command == [
             "py",
             "-m",
@@ -404,6 +418,7 @@ def test_each_python_node_runs_as_a_module_with_its_name_and_the_params_file(dat
             "--ros-args",
             "-r",
             f"__node:={spec.name}",
+            *remaps,
             "--params-file",
             str(tmp_path / "p.yaml"),
         ]
@@ -475,7 +490,7 @@ def test_a_graph_needs_exactly_one_node_that_ends_it(tmp_path: Path):
 # ---- the RViz layout ---------------------------------------------------------------------------------
 
 
-def test_rviz_layout_shows_map_markers_answer_plan_camera_and_tf_in_the_map_frame():
+def test_rviz_layout_shows_map_markers_answer_plan_cameras_and_tf_in_the_map_frame():
     from ovman_mapping.map_messages import MARKERS_TOPIC
     from ovman_nav.nav_node import PLAN_TOPIC
     from ovman_query.query_messages import ANSWER_MARKERS_TOPIC
@@ -495,7 +510,8 @@ def test_rviz_layout_shows_map_markers_answer_plan_camera_and_tf_in_the_map_fram
         ANSWER_MARKERS_TOPIC,
     ]
     assert shown["rviz_default_plugins/Path"] == [PLAN_TOPIC]
-    assert shown["rviz_default_plugins/Image"] == [bundle.RGB_TOPIC]
+    # The live camera (embodied runs) and the tours' (the player's, which mapping_node maps).
+    assert shown["rviz_default_plugins/Image"] == [bundle.RGB_TOPIC, graph.player_topic(bundle.RGB_TOPIC)]
     assert "rviz_default_plugins/TF" in shown
 
 

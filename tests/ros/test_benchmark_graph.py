@@ -1,10 +1,11 @@
 """The benchmark through the real ROS 2 graph equals the in-process runner, episode by episode.
 
 A three-episode dataset (a moved instance, a removed one, one carried around during the second
-visit and while the agent navigates; one embedded home, 160×120 frames, 32 a visit) is generated
-here. The in-process runner scores it; then the
-graph of ovman_eval.graph (sim_node, mapping_node, query_node, nav_node, benchmark_node) runs as
-processes through ``ovman launch``'s process starter on the same dataset and configuration. Every
+visit and while the agent navigates, followed by sight with many re-estimates; one embedded home,
+160×120 frames on 40-waypoint tours) is generated here. The in-process runner scores it; then the
+graph of ovman_eval.graph (sim_node, player, mapping_node, query_node, nav_node, benchmark_node)
+runs as processes through ``ovman launch``'s process starter on the same dataset and configuration
+(each group's maps built while the previous group's embodied runs go on). Every
 (episode, arm) must get the same predicted point, static success, failure class, stop point,
 embodied success, SPL, path and trajectory.
 
@@ -60,8 +61,8 @@ EMBODIED_FIELDS = (
 
 
 def small_config() -> OvmanConfig:
-    """The shipped config with a 160×120 camera on an eight-waypoint tour (32 frames a visit): maps
-    good enough for the agent to answer the episodes, quickly."""
+    """The shipped config with a 160×120 camera on 40-waypoint tours: maps good enough for the agent
+    to answer the episodes and to follow the mover by sight, quickly."""
     config = load_config()
     sim = config.sim_node
     sim = dataclasses.replace(

@@ -3,14 +3,19 @@
 For every recorded group of the dataset (``run.dataset``), through the services and actions of
 the other nodes:
 
-1. **Maps**: for visit 1 then visit 2, ``/mapping_node/start_visit``, ``/sim_node/load_visit``
-   with the recording, ``/sim_node/play_tour`` (sim_node publishes the recorded frames and
-   mapping_node fuses them), ``/mapping_node/finish_visit``; the maps arrive latched on
-   ``/ovman/map/visit<n>``, and query_node holds the pair once it publishes ``/ovman/changes``.
-   The group's ground truth (the evaluated world, the mover's path, what each tour could see) is
-   collected from the ``/ovman/ground_truth`` records of the played frames as they arrive
-   (:class:`ovman_eval.graph_run.PlayedTruth`), every one of them (PlayTour says how many).
-2. **Static gate**, per (episode, arm, seed): ``/ovman/query`` with the episode's noun phrase and
+1. **Maps**: for visit 1 then visit 2, ``/mapping_node/start_visit``, ``/player/load_visit``
+   with the recording, ``/player/play_tour`` (the player, a second sim_node, publishes the
+   recorded frames on ``/player/...`` topics, and mapping_node, subscribed to those, fuses them),
+   ``/mapping_node/finish_visit``; the maps arrive latched on ``/ovman/map/visit<n>``, and
+   query_node holds the pair once it publishes ``/ovman/changes``. The group's ground truth (the
+   evaluated world, the mover's path, what each tour could see) is collected from the
+   ``/player/ovman/ground_truth`` records of the played frames as they arrive
+   (:class:`ovman_eval.graph_run.PlayedTruth`), every one of them (PlayTour says how many). The
+   next group's maps are built this way while the current group's embodied runs go on (step 3):
+   the map building is a :class:`ovman_eval.stepwise.Stepwise` task that this node's waits and
+   the callbacks of its replies and messages run on, in the one executor thread.
+2. **Static gate**, per (episode, arm, seed), every one of a group before its embodied runs (so that
+   the next group's maps may replace query_node's pair): ``/ovman/query`` with the episode's noun phrase and
    relation for two_visit, oracle_grounding and category_only, and with the query's text for
    two_visit_text; the other arms run here from the
    received maps and the episode record (:data:`ovman_eval.graph_run.QUERY_ARMS` says why).
@@ -57,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-from geometry_msgs.msg import Point, PointStamped, PoseStamped
+from geometry_msgs.msg import Point, PointStamped
 from nav_msgs.msg import OccupancyGrid
 from rclpy.client import Client
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -65,7 +70,6 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
 from ovman_core.boxes import Footprint, Vec2
@@ -76,7 +80,15 @@ from ovman_core.relations import Relation
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_eval.dataset import DatasetError, read_episodes
 from ovman_eval.episodes import EpisodeRecord
-from ovman_eval.graph import BENCHMARK_NODE, RUN_DATASET, RUN_DIR, RUN_OUTPUT, RUN_STATIC_ONLY
+from ovman_eval.graph import (
+    BENCHMARK_NODE,
+    PLAYER_NODE,
+    RUN_DATASET,
+    RUN_DIR,
+    RUN_OUTPUT,
+    RUN_STATIC_ONLY,
+    player_topic,
+)
 from ovman_eval.graph_run import (
     QUERY_ARMS,
     GraphRun,
@@ -88,7 +100,7 @@ from ovman_eval.graph_run import (
     without_diagnostics,
 )
 from ovman_eval.map_cache import GroupMaps, MapCache
-from ovman_eval.results import EmbodiedResult, ResultRecord
+from ovman_eval.results import EmbodiedResult, ResultRecord, StaticResult
 from ovman_eval.runner import (
     TIMING_KEYS,
     BenchmarkError,
@@ -101,6 +113,7 @@ from ovman_eval.runner import (
     dataset_hash,
     parse_arms,
 )
+from ovman_eval.stepwise import StepsT, Stepwise, Wait, WaitTimeoutError
 from ovman_eval.tracking import LabelTracker
 from ovman_interfaces.msg import ChangeSet
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
@@ -123,13 +136,15 @@ from ovman_sim.bundle import (
     object_state_to_dict,
     parse_ground_truth_json,
 )
-from ovman_sim.messages import floor_pose_msg, stamp_of, time_msg
+from ovman_sim.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
 from ovman_sim.world import Action, Observation
 
 NODE_NAME = BENCHMARK_NODE
 LOAD_VISIT_SERVICE = "/sim_node/load_visit"
-PLAY_TOUR_SERVICE = "/sim_node/play_tour"
 ACT_SERVICE = "/sim_node/act"
+PLAYER_LOAD_SERVICE = f"/{PLAYER_NODE}/load_visit"
+PLAYER_PLAY_SERVICE = f"/{PLAYER_NODE}/play_tour"
+PLAYED_TRUTH_TOPIC = player_topic(bundle.GROUND_TRUTH_TOPIC)
 START_VISIT_SERVICE = "/mapping_node/start_visit"
 FINISH_VISIT_SERVICE = "/mapping_node/finish_visit"
 SIM_NODE = "/sim_node"
@@ -151,14 +166,6 @@ LATCHED = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
-CAMERA_TOPICS: dict[str, Any] = {
-    bundle.RGB_TOPIC: Image,
-    bundle.DEPTH_TOPIC: Image,
-    bundle.INSTANCES_TOPIC: Image,
-    bundle.INSTANCE_LABELS_TOPIC: String,
-    bundle.CAMERA_INFO_TOPIC: CameraInfo,
-    bundle.CAMERA_POSE_TOPIC: PoseStamped,
-}
 CAMERA_SYNC_PENDING = 30
 """Most stamps with an incomplete camera bundle held while following a moving target."""
 
@@ -237,8 +244,9 @@ class BenchmarkNode(Node):
         )
         self.clients_by_name: dict[str, Client] = {
             LOAD_VISIT_SERVICE: self.create_client(LoadVisit, LOAD_VISIT_SERVICE),
-            PLAY_TOUR_SERVICE: self.create_client(PlayTour, PLAY_TOUR_SERVICE),
             ACT_SERVICE: self.create_client(Act, ACT_SERVICE),
+            PLAYER_LOAD_SERVICE: self.create_client(LoadVisit, PLAYER_LOAD_SERVICE),
+            PLAYER_PLAY_SERVICE: self.create_client(PlayTour, PLAYER_PLAY_SERVICE),
             START_VISIT_SERVICE: self.create_client(MapVisit, START_VISIT_SERVICE),
             FINISH_VISIT_SERVICE: self.create_client(MapVisit, FINISH_VISIT_SERVICE),
             QUERY_SERVICE: self.create_client(Query, QUERY_SERVICE),
@@ -254,9 +262,13 @@ class BenchmarkNode(Node):
         self.change_sets = 0
         self.create_subscription(ChangeSet, CHANGES_TOPIC, self._count_change_set, LATCHED)
         self.truth_frames: list[TruthMessage] = []
-        self._played: tuple[PlayedTruth, int] | None = None
-        """While a recording plays: where its ground-truth records go, and the visit."""
+        """sim_node's ground-truth frames since the last load (the embodied runs)."""
         self.create_subscription(String, bundle.GROUND_TRUTH_TOPIC, self._keep_truth, FRAME_QOS)
+        self._played: tuple[PlayedTruth, int] | None = None
+        """While the player plays a recording: where its ground-truth records go, and the visit."""
+        self.create_subscription(String, PLAYED_TRUTH_TOPIC, self._keep_played_truth, FRAME_QOS)
+        self._maps_job: Stepwise[GroupMaps] | None = None
+        self._maps_error: GraphCallError | BenchmarkError | None = None
         self._camera_sync: StampSynchronizer[Any] | None = None
         self._camera_observations: list[tuple[int, Observation]] = []
         self._camera_subscriptions: list[Any] = []
@@ -284,18 +296,23 @@ class BenchmarkNode(Node):
     def _keep_map(self, visit: int, message: InstanceMapMsg) -> None:
         self.maps[visit] = [message]
         self.map_counts[visit] += 1
+        self._step_maps()
 
     def _keep_grid(self, message: OccupancyGrid) -> None:
         self.grid_count, self.grid = self.grid_count + 1, message
 
     def _count_change_set(self, message: ChangeSet) -> None:
         self.change_sets += 1
+        self._step_maps()
+
+    def _keep_played_truth(self, message: String) -> None:
+        if self._played is None:
+            return  # not a recording benchmark_node asked the player for
+        truth, visit = self._played
+        truth.add(visit, message.data)
+        self._step_maps()
 
     def _keep_truth(self, message: String) -> None:
-        if self._played is not None:
-            truth, visit = self._played
-            truth.add(visit, message.data)
-            return
         self.truth_frames.append(TruthMessage.parse(message.data))
         if self._follow is not None:
             self._follow()
@@ -320,12 +337,14 @@ class BenchmarkNode(Node):
     # ---------------------------------------------------------------- waiting on the graph
 
     def spin_until(self, condition: Callable[[], Any], what: str, timeout_s: float) -> None:
-        """Spin this node until ``condition()`` holds; GraphCallError after ``timeout_s``."""
+        """Spin this node until ``condition()`` holds; GraphCallError after ``timeout_s``. Maps being
+        built meanwhile go on (:meth:`begin_maps`)."""
         deadline = time.monotonic() + timeout_s
         while not condition():
             if time.monotonic() > deadline:
                 raise GraphCallError(f"{what}: nothing within {timeout_s:.0f} s (benchmark_node.node timeouts)")
             self._executor.spin_once(timeout_sec=SPIN_PERIOD_S)
+            self._check_maps()
 
     def call(self, service: str, request: Any) -> Any:
         future = self.clients_by_name[service].call_async(request)
@@ -377,24 +396,71 @@ class BenchmarkNode(Node):
 
     # ---------------------------------------------------------------- maps
 
-    def map_visit(self, visit: int, truth: PlayedTruth) -> tuple[InstanceMap, dict[str, int]]:
-        """Have mapping_node map the recording of ``visit`` (played by sim_node); the received map.
+    def begin_maps(self, unit: WorkUnit, record: EpisodeRecord, dataset: Path) -> None:
+        """Start building ``unit``'s maps (:meth:`_map_steps`); they go on while this node waits for
+        anything else, until :meth:`end_maps` returns them."""
+        self._maps_job = Stepwise(self._map_steps(unit, record, dataset))
+        self._step_maps()
+
+    def end_maps(self) -> GroupMaps:
+        """The maps started by :meth:`begin_maps`, once built."""
+        job = self._maps_job
+        assert job is not None, "begin_maps first"
+        while not job.done:
+            self._executor.spin_once(timeout_sec=SPIN_PERIOD_S)
+            self._check_maps()
+        self._check_maps()
+        self._maps_job = None
+        return job.result
+
+    def _step_maps(self) -> None:
+        """Run the map building on as far as it goes; called when something it may wait for has
+        happened, also from callbacks, so what it fails with is kept for :meth:`_check_maps`."""
+        job = self._maps_job
+        if job is None or job.done:
+            return
+        try:
+            job.advance()
+        except WaitTimeoutError as err:
+            self._maps_error = GraphCallError(f"{err}: nothing in time (benchmark_node.node timeouts)")
+        except (GraphCallError, BenchmarkError) as err:
+            self._maps_error = err
+
+    def _check_maps(self) -> None:
+        """Run the map building on (its deadlines pass too) and raise what it failed with."""
+        self._step_maps()
+        if self._maps_error is not None:
+            error, self._maps_error, self._maps_job = self._maps_error, None, None
+            raise error
+
+    def _map_steps(self, unit: WorkUnit, record: EpisodeRecord, dataset: Path) -> StepsT[GroupMaps]:
+        """Both visits of ``unit`` through the player and mapping_node, then query_node's change set."""
+        changes = self.change_sets
+        truth = PlayedTruth(dataset, record)
+        map1, _ = yield from self._visit_steps(1, truth)
+        map2, _ = yield from self._visit_steps(2, truth)
+        yield Wait.within(
+            lambda: self.change_sets > changes, "query_node's change set of the new maps", self.waits.message_timeout_s
+        )
+        return graph_group_maps(unit.group_id, map1, map2, truth.truth())
+
+    def _visit_steps(self, visit: int, truth: PlayedTruth) -> StepsT[tuple[InstanceMap, dict[str, int]]]:
+        """mapping_node maps the recording of ``visit`` as the player plays it; the received map.
         The ground-truth records of the played frames go to ``truth``."""
         recording = truth.recordings[visit]
-        self.truth_frames.clear()  # frames of earlier loads are not needed
-        started = self.call(START_VISIT_SERVICE, MapVisit.Request(visit=visit))
+        started = yield from self._call_steps(START_VISIT_SERVICE, MapVisit.Request(visit=visit))
         if not started.success:
             raise GraphCallError(f"{START_VISIT_SERVICE} visit {visit}: {started.message}")
-        loaded = self.call(LOAD_VISIT_SERVICE, LoadVisit.Request(recording=str(recording)))
+        loaded = yield from self._call_steps(PLAYER_LOAD_SERVICE, LoadVisit.Request(recording=str(recording)))
         if not loaded.success:
-            raise GraphCallError(f"{LOAD_VISIT_SERVICE} {recording}: {loaded.message}")
+            raise GraphCallError(f"{PLAYER_LOAD_SERVICE} {recording}: {loaded.message}")
         self._played = (truth, visit)
         try:
-            played = self.call(PLAY_TOUR_SERVICE, PlayTour.Request())
+            played = yield from self._call_steps(PLAYER_PLAY_SERVICE, PlayTour.Request())
             if not played.success:
-                raise GraphCallError(f"{PLAY_TOUR_SERVICE} {recording}: {played.message}")
+                raise GraphCallError(f"{PLAYER_PLAY_SERVICE} {recording}: {played.message}")
             # The records travel apart from the reply: wait for every one.
-            self.spin_until(
+            yield Wait.within(
                 lambda: truth.counts[visit] >= played.frames,
                 f"the ground truth of the {played.frames} frames of {recording}",
                 self.waits.message_timeout_s,
@@ -403,19 +469,26 @@ class BenchmarkNode(Node):
             self._played = None
         if truth.counts[visit] != played.frames:
             raise GraphCallError(
-                f"{bundle.GROUND_TRUTH_TOPIC}: {truth.counts[visit]} records while {recording} played "
-                f"{played.frames} frames"
+                f"{PLAYED_TRUTH_TOPIC}: {truth.counts[visit]} records while {recording} played {played.frames} frames"
             )
         received = self.map_counts[visit]
-        finished = self.call(FINISH_VISIT_SERVICE, MapVisit.Request(visit=visit, expected_frames=played.frames))
+        request = MapVisit.Request(visit=visit, expected_frames=played.frames)
+        finished = yield from self._call_steps(FINISH_VISIT_SERVICE, request)
         if not finished.success:
             raise GraphCallError(f"{FINISH_VISIT_SERVICE} visit {visit}: {finished.message}")
-        self.spin_until(
+        yield Wait.within(
             lambda: self.map_counts[visit] > received,
             f"the visit-{visit} map on /ovman/map/visit{visit}",
             self.waits.message_timeout_s,
         )
         return instance_map_from_msg(self.maps[visit][-1])
+
+    def _call_steps(self, service: str, request: Any) -> StepsT[Any]:
+        """``service``'s reply to ``request``; the map building goes on as soon as it arrives."""
+        future = self.clients_by_name[service].call_async(request)
+        future.add_done_callback(lambda _: self._step_maps())
+        yield Wait.within(future.done, f"{service} answer", self.waits.call_timeout_s)
+        return future.result()
 
     # ---------------------------------------------------------------- static gate
 
@@ -550,6 +623,7 @@ class BenchmarkNode(Node):
             raise GraphCallError(f"nav_node did not accept the goal of episode {record.episode_id}")
         deadline = time.monotonic() + self.waits.navigate_timeout_s
         while not self.commander.isTaskComplete(spin_sec=SPIN_PERIOD_S):
+            self._check_maps()
             if time.monotonic() > deadline:
                 self.commander.cancelTask()
                 raise GraphCallError(
@@ -588,7 +662,7 @@ class BenchmarkNode(Node):
         tracker = LabelTracker(
             plan.label, plan.target.point, config.benchmark_node.benchmark.track_gate, config.mapping_node
         )
-        self._camera_sync = StampSynchronizer(CAMERA_TOPICS, CAMERA_SYNC_PENDING)
+        self._camera_sync = StampSynchronizer(CAMERA_MESSAGES, CAMERA_SYNC_PENDING)
         self._camera_observations = []
         first = self._subscribe_camera()
         estimate = [plan.target]
@@ -619,7 +693,7 @@ class BenchmarkNode(Node):
         until one does, within ``node.message_timeout_s``."""
         self._camera_subscriptions = [
             self.create_subscription(kind, topic, functools.partial(self._on_camera, topic), FRAME_QOS)
-            for topic, kind in CAMERA_TOPICS.items()
+            for topic, kind in CAMERA_MESSAGES.items()
         ]
         deadline = time.monotonic() + self.waits.message_timeout_s
         wait = min(self.waits.camera_retry_s, self.waits.message_timeout_s)
@@ -648,42 +722,42 @@ class BenchmarkNode(Node):
     # ---------------------------------------------------------------- the run
 
     def evaluate_unit(
-        self, unit: WorkUnit, evaluator: GroupEvaluator, dataset: Path, static_only: bool
+        self,
+        unit: WorkUnit,
+        maps: GroupMaps,
+        evaluator: GroupEvaluator,
+        static_only: bool,
+        begin_next: Callable[[], None],
     ) -> tuple[list[ResultRecord], Any, dict[str, float]]:
-        """One recorded group through the graph: its result records, its sketch (or None) and timings."""
+        """One recorded group through the graph, its maps built: its result records, its sketch (or
+        None) and timings. Every static result comes first (query_node holds this group's maps);
+        ``begin_next`` then starts the next group's maps, built while the embodied runs go on."""
         timings = dict.fromkeys(TIMING_KEYS, 0.0)
         records = [evaluator.records[e] for e in unit.episode_ids]
-        clock = time.perf_counter()
-        changes = self.change_sets
-        truth = PlayedTruth(dataset, records[0])
-        map1, _ = self.map_visit(1, truth)
-        map2, _ = self.map_visit(2, truth)
-        self.spin_until(
-            lambda: self.change_sets > changes, "query_node's change set of the new maps", self.waits.message_timeout_s
-        )
-        maps = graph_group_maps(unit.group_id, map1, map2, truth.truth())
-        timings["maps_build_s"] += time.perf_counter() - clock
         config = evaluator.config
-        out: list[ResultRecord] = []
-        reachable: dict[str, list[Vec2]] = {}
+        static: list[tuple[EpisodeRecord, Arm, int, Prediction, StaticResult]] = []
+        clock = time.perf_counter()
         for episode_id, arm_name, seed in unit.pending:
             record, arm = evaluator.records[episode_id], Arm(arm_name)
-            clock = time.perf_counter()
             prediction = self.query(arm, record) if arm in QUERY_ARMS else evaluator.predict(arm, record, maps, seed)
-            static = evaluator.static_result(record, maps, prediction)
-            clock2 = time.perf_counter()
-            timings["static_s"] += clock2 - clock
+            static.append((record, arm, seed, prediction, evaluator.static_result(record, maps, prediction)))
+        timings["static_s"] += time.perf_counter() - clock
+        begin_next()
+        out: list[ResultRecord] = []
+        reachable: dict[str, list[Vec2]] = {}
+        for record, arm, seed, prediction, result in static:
             embodied: EmbodiedResult | None = None
             if not static_only:
+                clock = time.perf_counter()
                 cells, objects_now, first = self.load_evaluated_world(record, maps)
-                reachable[episode_id] = cells
+                reachable[record.episode_id] = cells
                 outcome = None
                 if prediction.point is not None:
                     plan = evaluator.navigation_plan(arm, record, maps, prediction, objects_now)
                     outcome = self.navigate(record, plan, config, first)
                 embodied = score_embodied(config, record, cells, outcome, objects_now)
-                timings["embodied_s"] += time.perf_counter() - clock2
-            out.append(without_diagnostics(evaluator.result_record(record, arm, seed, static, embodied, maps)))
+                timings["embodied_s"] += time.perf_counter() - clock
+            out.append(without_diagnostics(evaluator.result_record(record, arm, seed, result, embodied, maps)))
         sketch = None
         if unit.need_sketch:
             clock = time.perf_counter()
@@ -730,10 +804,25 @@ class BenchmarkNode(Node):
         if Arm.SINGLE_VISIT in request.arms:
             # The arm grounds here: load the language model now, while the other nodes start too.
             evaluator.encoder.embed_text([records[0].query.noun_phrase])
+        units = run.units
         try:
             self.wait_for_graph()
-            for unit in run.units:
-                records_done, sketch, timings = self.evaluate_unit(unit, evaluator, dataset, request.static_only)
+            if units:
+                self.begin_maps(units[0], evaluator.records[units[0].episode_ids[0]], dataset)
+            for index, unit in enumerate(units):
+                clock = time.perf_counter()
+                maps = self.end_maps()
+                waited = time.perf_counter() - clock
+                following = units[index + 1] if index + 1 < len(units) else None
+                begin_next = (
+                    functools.partial(self.begin_maps, following, evaluator.records[following.episode_ids[0]], dataset)
+                    if following is not None
+                    else lambda: None
+                )
+                records_done, sketch, timings = self.evaluate_unit(
+                    unit, maps, evaluator, request.static_only, begin_next
+                )
+                timings["maps_build_s"] += waited
                 run.commit(records_done, sketch, timings)
                 self.get_logger().info(
                     f"group {unit.group_id} done ({run.done}/{run.total_groups}, {run.wall_s:.1f} s)"

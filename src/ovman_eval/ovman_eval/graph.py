@@ -5,10 +5,15 @@ Node actions for ``ros2 launch ovman_eval benchmark.launch.py`` on a ROS 2 insta
 ``ovman launch benchmark`` (:mod:`ovman_eval.launch_command`) starts the same nodes as
 ``python -m <module>`` processes where only the pip-installed rclpy exists.
 
-The graph (ARCHITECTURE.md "Data flow"): ``sim_node`` (the simulator, or a recorded visit),
-``mapping_node`` (per-visit instance maps), ``query_node`` (``/ovman/query``), ``nav_node``
+The graph (ARCHITECTURE.md "Data flow"): ``sim_node`` (the simulator, for the embodied runs),
+``player`` (a second sim_node that plays the recorded tours, as ``ros2 bag play`` would, on the
+same topics under :data:`PLAYER_PREFIX`), ``mapping_node`` (per-visit instance maps of the tours,
+its camera subscriptions remapped to the player's), ``query_node`` (``/ovman/query``), ``nav_node``
 (``/ovman/navigate``, driving sim_node's world) and ``benchmark_node``, which drives the episodes
-and writes the run directory; the graph ends when benchmark_node exits. Every node gets its ROS
+and writes the run directory; the graph ends when benchmark_node exits. With the tours on their
+own node, benchmark_node maps the next recorded group while the current one's embodied runs go
+on (sim_node and nav_node); the two never share a topic, so the live camera never reaches the
+maps and the tours never reach nav_node's ``/odom``. Every node gets its ROS
 parameters from :func:`ovman_core.config.node_parameters` of one configuration (query_node also
 mapping_node's ``encoder.*``, which it must share), and every process gets ``$OVMAN_CONFIG``
 pointing at that configuration's file, so what a node reads from the file beyond its own
@@ -24,7 +29,8 @@ images of earlier frames), and its subscriptions keep every bundle (``node.qos_k
 acknowledgement says that a frame arrived, not that it was fused, so a bounded history would
 overwrite frames whenever fusing lags behind the tour. sim_node publishes the camera bundle after
 an action only when benchmark_node asks for it (``node.act_camera`` false). With RViz these keep
-the configuration's values (real-time playback, the camera after every action).
+the configuration's values (real-time playback, the camera after every action). The player gets
+sim_node's parameters (it needs the camera and frame settings of the recordings' world).
 
 Both starters give every node the Fast DDS profile ``config/fastdds.xml`` (:func:`node_environment`):
 camera bundles larger than the built-in 512 KB shared-memory segment otherwise travel as UDP
@@ -40,10 +46,15 @@ from typing import Any
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters
 from ovman_eval.results import ARM_ORDER, parse_seeds
+from ovman_sim import bundle
 
 ParameterValue = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
 
 SIM_NODE = "sim_node"
+PLAYER_NODE = "player"
+"""The second sim_node of the graph, which plays the recorded tours (services ``/player/...``)."""
+PLAYER_PREFIX = "/player"
+"""What the player's topics are prefixed with (``/player/camera/color/image_raw``...)."""
 MAPPING_NODE = "mapping_node"
 QUERY_NODE = "query_node"
 NAV_NODE = "nav_node"
@@ -213,8 +224,13 @@ def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
     return out
 
 
+def player_topic(topic: str) -> str:
+    """The player's name for sim_node's ``topic`` (an absolute name)."""
+    return PLAYER_PREFIX + topic
+
+
 def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[NodeSpec, ...]:
-    """The five nodes of the benchmark graph with their parameters (see the module docstring).
+    """The six nodes of the benchmark graph with their parameters (see the module docstring).
 
     ``config`` is the configuration the nodes run with (its file is ``$OVMAN_CONFIG`` of every
     process); use :func:`config_for_dataset` first so that sim_node simulates the dataset's world.
@@ -249,10 +265,24 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
             RUN_STATIC_ONLY: options.static_only,
         }
     )
+    sim_parameters = _checked(SIM_NODE, sim)
     return (
-        NodeSpec(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", _checked(SIM_NODE, sim)),
+        NodeSpec(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", sim_parameters),
         NodeSpec(
-            MAPPING_NODE, "ovman_mapping", "mapping_node", "ovman_mapping.mapping_node", _checked(MAPPING_NODE, mapping)
+            PLAYER_NODE,
+            "ovman_sim",
+            "sim_node",
+            "ovman_sim.sim_node",
+            sim_parameters,
+            remappings=tuple((t, player_topic(t)) for t in bundle.PUBLISHED_TOPICS),
+        ),
+        NodeSpec(
+            MAPPING_NODE,
+            "ovman_mapping",
+            "mapping_node",
+            "ovman_mapping.mapping_node",
+            _checked(MAPPING_NODE, mapping),
+            remappings=tuple((t, player_topic(t)) for t in bundle.CAMERA_TOPICS),
         ),
         NodeSpec(QUERY_NODE, "ovman_query", "query_node", "ovman_query.query_node", _checked(QUERY_NODE, query)),
         NodeSpec(NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _checked(NAV_NODE, nav)),
@@ -329,6 +359,7 @@ __all__ = [
     "node_environment",
     "params_file_document",
     "parse_bool",
+    "player_topic",
     "rviz_node",
     "share_path",
 ]

@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import rclpy
-from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
@@ -44,8 +43,6 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
-from sensor_msgs.msg import CameraInfo, Image
-from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
@@ -65,21 +62,12 @@ from ovman_mapping.map_messages import (
 )
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_sim import bundle
-from ovman_sim.messages import stamp_of
+from ovman_sim.messages import CAMERA_MESSAGES, stamp_of
 from ovman_sim.spinning import spin_until_shutdown
 
 NODE_NAME = "mapping_node"
 START_VISIT_SERVICE = "~/start_visit"
 FINISH_VISIT_SERVICE = "~/finish_visit"
-BUNDLE_TOPICS: dict[str, Any] = {
-    bundle.RGB_TOPIC: Image,
-    bundle.DEPTH_TOPIC: Image,
-    bundle.INSTANCES_TOPIC: Image,
-    bundle.INSTANCE_LABELS_TOPIC: String,
-    bundle.CAMERA_INFO_TOPIC: CameraInfo,
-    bundle.CAMERA_POSE_TOPIC: PoseStamped,
-}
-"""What one frame needs, topic → message type."""
 WARM_UP_PHRASE = "object"
 """Embedded at start-up so the encoder's model loads then, not during the first finish_visit."""
 LATCHED = QoSProfile(
@@ -119,7 +107,7 @@ class MappingNode(Node):
         self.encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
         self.encoder.embed_text([WARM_UP_PHRASE])
         self.mapper = VisitMapper(self.config.mapping_node, self.encoder)
-        self.sync: StampSynchronizer[Any] = StampSynchronizer(BUNDLE_TOPICS, settings.sync_max_pending)
+        self.sync: StampSynchronizer[Any] = StampSynchronizer(CAMERA_MESSAGES, settings.sync_max_pending)
         self.rejected = 0
         self.outside_visit = 0
         self._finishing: tuple[int, Future[bool]] | None = None
@@ -130,7 +118,7 @@ class MappingNode(Node):
             reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.VOLATILE,
         )
-        for topic, kind in BUNDLE_TOPICS.items():
+        for topic, kind in CAMERA_MESSAGES.items():
             self.create_subscription(kind, topic, functools.partial(self._on_message, topic), frames_qos)
         self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), LATCHED) for v in VISITS}
         self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), LATCHED) for v in VISITS}

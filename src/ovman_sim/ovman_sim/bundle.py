@@ -62,6 +62,10 @@ GROUND_TRUTH_TOPIC = "/ovman/ground_truth"
 """std_msgs/String, JSON, **evaluation only**: the stamp (as in the labels), the exact agent pose,
 segment → instance table and every object's state per frame. The reference agent never
 subscribes to it."""
+CAMERA_TOPICS = (RGB_TOPIC, DEPTH_TOPIC, INSTANCES_TOPIC, INSTANCE_LABELS_TOPIC, CAMERA_INFO_TOPIC, CAMERA_POSE_TOPIC)
+"""The camera bundle: what a mapper subscribes to."""
+PUBLISHED_TOPICS = (*CAMERA_TOPICS, TF_TOPIC, TF_STATIC_TOPIC, ODOM_TOPIC, MAP_TOPIC, CLOCK_TOPIC, GROUND_TRUTH_TOPIC)
+"""Every topic sim_node publishes."""
 
 RGB_ENCODING = "rgb8"
 DEPTH_ENCODING = "32FC1"

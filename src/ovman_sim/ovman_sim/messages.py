@@ -37,6 +37,16 @@ from ovman_core.world_state import AgentPose, WorldState
 from ovman_sim import bundle
 from ovman_sim.world import Observation
 
+CAMERA_MESSAGES: dict[str, type] = {
+    bundle.RGB_TOPIC: Image,
+    bundle.DEPTH_TOPIC: Image,
+    bundle.INSTANCES_TOPIC: Image,
+    bundle.INSTANCE_LABELS_TOPIC: String,
+    bundle.CAMERA_INFO_TOPIC: CameraInfo,
+    bundle.CAMERA_POSE_TOPIC: PoseStamped,
+}
+"""The message type of each topic of the camera bundle (:data:`ovman_sim.bundle.CAMERA_TOPICS`)."""
+
 _IMAGE_LAYOUTS = {
     bundle.RGB_ENCODING: (np.dtype(np.uint8), 3),
     bundle.DEPTH_ENCODING: (np.dtype("<f4"), 1),
