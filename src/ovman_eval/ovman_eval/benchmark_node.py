@@ -10,12 +10,9 @@ the other nodes:
    query_node holds the pair once it publishes ``/ovman/changes``. The group's ground truth (the
    evaluated world, the mover's path, what each tour could see) is collected from the
    ``/player/ovman/ground_truth`` records of the played frames as they arrive
-   (:class:`ovman_eval.graph_run.PlayedTruth`), every one of them (PlayTour says how many). The
-   next group's maps are built this way while the current group's embodied runs go on (step 3):
-   the map building is a :class:`ovman_eval.stepwise.Stepwise` task that this node's waits and
-   the callbacks of its replies and messages run on, in the one executor thread.
-2. **Static gate**, per (episode, arm, seed), every one of a group before its embodied runs (so that
-   the next group's maps may replace query_node's pair): ``/ovman/query`` with the episode's noun phrase and
+   (:class:`ovman_eval.graph_run.PlayedTruth`), every one of them (PlayTour says how many).
+2. **Static gate**, per (episode, arm, seed), right after the group's maps (query_node holds them
+   until the next group's replace them): ``/ovman/query`` with the episode's noun phrase and
    relation for two_visit, oracle_grounding and category_only, and with the query's text for
    two_visit_text; the other arms run here from the
    received maps and the episode record (:data:`ovman_eval.graph_run.QUERY_ARMS` says why).
@@ -35,6 +32,11 @@ the other nodes:
    (the new subscriptions are matched); when sim_node starts with ``node.act_camera`` false (the
    graph does unless RViz watches), its camera bundle after each action is turned on
    (``/sim_node/set_parameters``) for that time too, and off again after.
+
+Steps 1 and 2 prepare the groups one after another, as far as ``node.groups_ahead`` groups ahead
+of the group whose embodied runs (step 3, on sim_node and nav_node) go on meanwhile: the
+preparation is a :class:`ovman_eval.stepwise.Stepwise` task that this node's waits and the
+callbacks of the replies and messages it waits for run on, in the one executor thread.
 
 Scores come from the in-process runner's own functions (:mod:`ovman_eval.graph_run`), and the
 results from :class:`ovman_eval.graph_run.GraphRun` in the runner's layout (``results.jsonl``
@@ -224,6 +226,41 @@ def region_corners(footprint: Footprint) -> tuple[Point, Point]:
     return Point(**dict(zip("xyz", lo, strict=True))), Point(**dict(zip("xyz", hi, strict=True)))
 
 
+@dataclasses.dataclass(frozen=True)
+class StaticWork:
+    """One (episode, arm, seed) after the static gate: its prediction and static result."""
+
+    record: EpisodeRecord
+    arm: Arm
+    seed: int
+    prediction: Prediction
+    result: StaticResult
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedGroup:
+    """A recorded group ready for its embodied runs: its maps, its static results in the order of
+    its pending work, and the seconds of this thread they took (not the waits for query_node)."""
+
+    maps: GroupMaps
+    static: tuple[StaticWork, ...]
+    static_s: float
+
+
+@dataclasses.dataclass
+class _Preparation:
+    """The groups being prepared: ``started`` of ``units`` so far, ``taken`` by :meth:`BenchmarkNode.prepared`,
+    the one being prepared (``job``) and those ready."""
+
+    units: list[WorkUnit]
+    evaluator: GroupEvaluator
+    ahead: int
+    started: int = 0
+    taken: int = 0
+    job: tuple[WorkUnit, Stepwise[PreparedGroup]] | None = None
+    ready: dict[str, PreparedGroup] = dataclasses.field(default_factory=dict)
+
+
 class BenchmarkNode(Node):
     """See the module docstring. Single-threaded: :meth:`run` spins the node while it waits."""
 
@@ -231,6 +268,8 @@ class BenchmarkNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         self.config, self.run_inputs = self._declare_parameters(config if config is not None else load_config())
         self.waits = self.config.benchmark_node.node
+        if self.waits.groups_ahead < 1:
+            raise ConfigError(f"benchmark_node.node.groups_ahead must be at least 1, got {self.waits.groups_ahead}")
         self._executor = SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self)
         # The process's --ros-args (node name remap, params file) are this node's, not the commander's.
@@ -267,8 +306,8 @@ class BenchmarkNode(Node):
         self._played: tuple[PlayedTruth, int] | None = None
         """While the player plays a recording: where its ground-truth records go, and the visit."""
         self.create_subscription(String, PLAYED_TRUTH_TOPIC, self._keep_played_truth, FRAME_QOS)
-        self._maps_job: Stepwise[GroupMaps] | None = None
-        self._maps_error: GraphCallError | BenchmarkError | None = None
+        self._preparing: _Preparation | None = None
+        self._preparing_error: GraphCallError | BenchmarkError | None = None
         self._camera_sync: StampSynchronizer[Any] | None = None
         self._camera_observations: list[tuple[int, Observation]] = []
         self._camera_subscriptions: list[Any] = []
@@ -296,21 +335,21 @@ class BenchmarkNode(Node):
     def _keep_map(self, visit: int, message: InstanceMapMsg) -> None:
         self.maps[visit] = [message]
         self.map_counts[visit] += 1
-        self._step_maps()
+        self._step_preparation()
 
     def _keep_grid(self, message: OccupancyGrid) -> None:
         self.grid_count, self.grid = self.grid_count + 1, message
 
     def _count_change_set(self, message: ChangeSet) -> None:
         self.change_sets += 1
-        self._step_maps()
+        self._step_preparation()
 
     def _keep_played_truth(self, message: String) -> None:
         if self._played is None:
             return  # not a recording benchmark_node asked the player for
         truth, visit = self._played
         truth.add(visit, message.data)
-        self._step_maps()
+        self._step_preparation()
 
     def _keep_truth(self, message: String) -> None:
         self.truth_frames.append(TruthMessage.parse(message.data))
@@ -337,14 +376,14 @@ class BenchmarkNode(Node):
     # ---------------------------------------------------------------- waiting on the graph
 
     def spin_until(self, condition: Callable[[], Any], what: str, timeout_s: float) -> None:
-        """Spin this node until ``condition()`` holds; GraphCallError after ``timeout_s``. Maps being
-        built meanwhile go on (:meth:`begin_maps`)."""
+        """Spin this node until ``condition()`` holds; GraphCallError after ``timeout_s``. Groups being
+        prepared meanwhile go on (:meth:`prepare_groups`)."""
         deadline = time.monotonic() + timeout_s
         while not condition():
             if time.monotonic() > deadline:
                 raise GraphCallError(f"{what}: nothing within {timeout_s:.0f} s (benchmark_node.node timeouts)")
             self._executor.spin_once(timeout_sec=SPIN_PERIOD_S)
-            self._check_maps()
+            self._check_preparation()
 
     def call(self, service: str, request: Any) -> Any:
         future = self.clients_by_name[service].call_async(request)
@@ -396,42 +435,76 @@ class BenchmarkNode(Node):
 
     # ---------------------------------------------------------------- maps
 
-    def begin_maps(self, unit: WorkUnit, record: EpisodeRecord, dataset: Path) -> None:
-        """Start building ``unit``'s maps (:meth:`_map_steps`); they go on while this node waits for
-        anything else, until :meth:`end_maps` returns them."""
-        self._maps_job = Stepwise(self._map_steps(unit, record, dataset))
-        self._step_maps()
+    def prepare_groups(self, units: Sequence[WorkUnit], evaluator: GroupEvaluator, ahead: int) -> None:
+        """Prepare ``units`` in order, each group's maps and static gate (:meth:`_group_steps`), at
+        most ``ahead`` groups beyond the one :meth:`prepared` last returned; the work goes on while
+        this node waits for anything else, one group at a time (mapping_node maps one visit at a
+        time, and query_node holds one pair)."""
+        self._preparing = _Preparation(list(units), evaluator, ahead)
+        self._step_preparation()
 
-    def end_maps(self) -> GroupMaps:
-        """The maps started by :meth:`begin_maps`, once built."""
-        job = self._maps_job
-        assert job is not None, "begin_maps first"
-        while not job.done:
+    def prepared(self, unit: WorkUnit) -> PreparedGroup:
+        """``unit``'s maps and static results, once prepared (units are taken in order)."""
+        preparation = self._preparation()
+        preparation.taken += 1
+        while unit.group_id not in preparation.ready:
             self._executor.spin_once(timeout_sec=SPIN_PERIOD_S)
-            self._check_maps()
-        self._check_maps()
-        self._maps_job = None
-        return job.result
+            self._check_preparation()
+        self._check_preparation()
+        return preparation.ready.pop(unit.group_id)
 
-    def _step_maps(self) -> None:
-        """Run the map building on as far as it goes; called when something it may wait for has
-        happened, also from callbacks, so what it fails with is kept for :meth:`_check_maps`."""
-        job = self._maps_job
-        if job is None or job.done:
+    def _preparation(self) -> _Preparation:
+        if self._preparing is None:
+            raise RuntimeError("prepare_groups first")
+        return self._preparing
+
+    def _step_preparation(self) -> None:
+        """Run the preparation on as far as it goes; called when something it may wait for has
+        happened, also from callbacks, so what it fails with is kept for :meth:`_check_preparation`."""
+        preparation = self._preparing
+        if preparation is None or self._preparing_error is not None:
             return
         try:
-            job.advance()
+            while True:
+                if preparation.job is not None:
+                    unit, job = preparation.job
+                    if not job.advance():
+                        return
+                    preparation.ready[unit.group_id] = job.result
+                    preparation.job = None
+                if preparation.started >= min(len(preparation.units), preparation.taken + preparation.ahead):
+                    return
+                unit = preparation.units[preparation.started]
+                preparation.started += 1
+                preparation.job = (unit, Stepwise(self._group_steps(unit, preparation.evaluator)))
         except WaitTimeoutError as err:
-            self._maps_error = GraphCallError(f"{err}: nothing in time (benchmark_node.node timeouts)")
+            self._preparing_error = GraphCallError(f"{err}: nothing in time (benchmark_node.node timeouts)")
         except (GraphCallError, BenchmarkError) as err:
-            self._maps_error = err
+            self._preparing_error = err
 
-    def _check_maps(self) -> None:
-        """Run the map building on (its deadlines pass too) and raise what it failed with."""
-        self._step_maps()
-        if self._maps_error is not None:
-            error, self._maps_error, self._maps_job = self._maps_error, None, None
+    def _check_preparation(self) -> None:
+        """Run the preparation on (its deadlines pass too) and raise what it failed with."""
+        self._step_preparation()
+        if self._preparing_error is not None:
+            error, self._preparing_error, self._preparing = self._preparing_error, None, None
             raise error
+
+    def _group_steps(self, unit: WorkUnit, evaluator: GroupEvaluator) -> StepsT[PreparedGroup]:
+        """``unit``'s maps (:meth:`_map_steps`), then the static result of each of its pending
+        (episode, arm, seed), in order (query_node answers from this group's maps)."""
+        records = [evaluator.records[e] for e in unit.episode_ids]
+        maps = yield from self._map_steps(unit, records[0], evaluator.dataset)
+        static: list[StaticWork] = []
+        static_s = 0.0
+        for episode_id, arm_name, seed in unit.pending:
+            record, arm = evaluator.records[episode_id], Arm(arm_name)
+            prediction = (yield from self._query_steps(arm, record)) if arm in QUERY_ARMS else None
+            clock = time.perf_counter()
+            if prediction is None:
+                prediction = evaluator.predict(arm, record, maps, seed)
+            static.append(StaticWork(record, arm, seed, prediction, evaluator.static_result(record, maps, prediction)))
+            static_s += time.perf_counter() - clock
+        return PreparedGroup(maps, tuple(static), static_s)
 
     def _map_steps(self, unit: WorkUnit, record: EpisodeRecord, dataset: Path) -> StepsT[GroupMaps]:
         """Both visits of ``unit`` through the player and mapping_node, then query_node's change set."""
@@ -484,15 +557,15 @@ class BenchmarkNode(Node):
         return instance_map_from_msg(self.maps[visit][-1])
 
     def _call_steps(self, service: str, request: Any) -> StepsT[Any]:
-        """``service``'s reply to ``request``; the map building goes on as soon as it arrives."""
+        """``service``'s reply to ``request``; the preparation goes on as soon as it arrives."""
         future = self.clients_by_name[service].call_async(request)
-        future.add_done_callback(lambda _: self._step_maps())
+        future.add_done_callback(lambda _: self._step_preparation())
         yield Wait.within(future.done, f"{service} answer", self.waits.call_timeout_s)
         return future.result()
 
     # ---------------------------------------------------------------- static gate
 
-    def query(self, arm: Arm, record: EpisodeRecord) -> Prediction:
+    def _query_steps(self, arm: Arm, record: EpisodeRecord) -> StepsT[Prediction]:
         """``arm``'s answer from query_node, given the episode's noun phrase and relation, or for
         two_visit_text the query's text (a parse failure abstains, as in the in-process runner)."""
         text_arm = arm is Arm.TWO_VISIT_TEXT
@@ -502,7 +575,7 @@ class BenchmarkNode(Node):
             request = Query.Request(
                 category=record.query.noun_phrase, relation=record.query.relation.value, arm=arm.value
             )
-        response = self.call(QUERY_SERVICE, request)
+        response = yield from self._call_steps(QUERY_SERVICE, request)
         if text_arm and response.status == Query.Response.PARSE_FAILED:
             explanation = f"{PARSE_FAILED}: {response.explanation}"
             return Prediction(None, record.query.relation, "", (), 0.0, explanation, arm.value)
@@ -623,7 +696,7 @@ class BenchmarkNode(Node):
             raise GraphCallError(f"nav_node did not accept the goal of episode {record.episode_id}")
         deadline = time.monotonic() + self.waits.navigate_timeout_s
         while not self.commander.isTaskComplete(spin_sec=SPIN_PERIOD_S):
-            self._check_maps()
+            self._check_preparation()
             if time.monotonic() > deadline:
                 self.commander.cancelTask()
                 raise GraphCallError(
@@ -722,30 +795,18 @@ class BenchmarkNode(Node):
     # ---------------------------------------------------------------- the run
 
     def evaluate_unit(
-        self,
-        unit: WorkUnit,
-        maps: GroupMaps,
-        evaluator: GroupEvaluator,
-        static_only: bool,
-        begin_next: Callable[[], None],
+        self, unit: WorkUnit, prepared: PreparedGroup, evaluator: GroupEvaluator, static_only: bool
     ) -> tuple[list[ResultRecord], Any, dict[str, float]]:
-        """One recorded group through the graph, its maps built: its result records, its sketch (or
-        None) and timings. Every static result comes first (query_node holds this group's maps);
-        ``begin_next`` then starts the next group's maps, built while the embodied runs go on."""
+        """One recorded group through the graph, its maps and static gate prepared: its result
+        records, its sketch (or None) and timings."""
         timings = dict.fromkeys(TIMING_KEYS, 0.0)
         records = [evaluator.records[e] for e in unit.episode_ids]
-        config = evaluator.config
-        static: list[tuple[EpisodeRecord, Arm, int, Prediction, StaticResult]] = []
-        clock = time.perf_counter()
-        for episode_id, arm_name, seed in unit.pending:
-            record, arm = evaluator.records[episode_id], Arm(arm_name)
-            prediction = self.query(arm, record) if arm in QUERY_ARMS else evaluator.predict(arm, record, maps, seed)
-            static.append((record, arm, seed, prediction, evaluator.static_result(record, maps, prediction)))
-        timings["static_s"] += time.perf_counter() - clock
-        begin_next()
+        config, maps = evaluator.config, prepared.maps
+        timings["static_s"] += prepared.static_s
         out: list[ResultRecord] = []
         reachable: dict[str, list[Vec2]] = {}
-        for record, arm, seed, prediction, result in static:
+        for work in prepared.static:
+            record, arm, prediction = work.record, work.arm, work.prediction
             embodied: EmbodiedResult | None = None
             if not static_only:
                 clock = time.perf_counter()
@@ -757,7 +818,8 @@ class BenchmarkNode(Node):
                     outcome = self.navigate(record, plan, config, first)
                 embodied = score_embodied(config, record, cells, outcome, objects_now)
                 timings["embodied_s"] += time.perf_counter() - clock
-            out.append(without_diagnostics(evaluator.result_record(record, arm, seed, result, embodied, maps)))
+            result = evaluator.result_record(record, arm, work.seed, work.result, embodied, maps)
+            out.append(without_diagnostics(result))
         sketch = None
         if unit.need_sketch:
             clock = time.perf_counter()
@@ -807,21 +869,12 @@ class BenchmarkNode(Node):
         units = run.units
         try:
             self.wait_for_graph()
-            if units:
-                self.begin_maps(units[0], evaluator.records[units[0].episode_ids[0]], dataset)
-            for index, unit in enumerate(units):
+            self.prepare_groups(units, evaluator, self.waits.groups_ahead)
+            for unit in units:
                 clock = time.perf_counter()
-                maps = self.end_maps()
+                prepared = self.prepared(unit)
                 waited = time.perf_counter() - clock
-                following = units[index + 1] if index + 1 < len(units) else None
-                begin_next = (
-                    functools.partial(self.begin_maps, following, evaluator.records[following.episode_ids[0]], dataset)
-                    if following is not None
-                    else lambda: None
-                )
-                records_done, sketch, timings = self.evaluate_unit(
-                    unit, maps, evaluator, request.static_only, begin_next
-                )
+                records_done, sketch, timings = self.evaluate_unit(unit, prepared, evaluator, request.static_only)
                 timings["maps_build_s"] += waited
                 run.commit(records_done, sketch, timings)
                 self.get_logger().info(
