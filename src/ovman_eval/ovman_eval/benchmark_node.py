@@ -27,11 +27,11 @@ the other nodes:
    ``Stop`` through ``/sim_node/act`` (which neither advances time nor the mover) marks the frame
    to read them from. Ground-truth frames are decoded only as far as every frame is needed (stamp
    and agent pose); every object's state is parsed only for the frames it is read from. The node
-   subscribes to the camera bundle only while a map arm follows a moving target by sight (a tour's
-   bundles would otherwise be delivered to it too), Stopping until the bundle of a Stop arrives
-   (the new subscriptions are matched); when sim_node starts with ``node.act_camera`` false (the
-   graph does unless RViz watches), its camera bundle after each action is turned on
-   (``/sim_node/set_parameters``) for that time too, and off again after.
+   subscribes to sim_node's camera bundle when a map arm first follows a moving target by sight,
+   Stopping until the bundle of a Stop arrives (the new subscriptions are matched); when sim_node
+   starts with ``node.act_camera`` false (the graph does unless RViz watches), its camera bundle
+   after each action is turned on (``/sim_node/set_parameters``) only while such an arm follows,
+   and off again after.
 
 Steps 1 and 2 prepare the groups one after another, as far as ``node.groups_ahead`` groups ahead
 of the group whose embodied runs (step 3, on sim_node and nav_node) go on meanwhile: the
@@ -310,7 +310,7 @@ class BenchmarkNode(Node):
         self._preparing_error: GraphCallError | BenchmarkError | None = None
         self._camera_sync: StampSynchronizer[Any] | None = None
         self._camera_observations: list[tuple[int, Observation]] = []
-        self._camera_subscriptions: list[Any] = []
+        self._camera_subscribed = False
         self._follow: Callable[[], None] | None = None
         """While a moving target is followed: what to do after each frame (see :meth:`navigate`)."""
         self._retargets = 0
@@ -655,7 +655,7 @@ class BenchmarkNode(Node):
             self._drive(record, target, follow)
         finally:
             self._follow = None
-            self._unsubscribe_camera()
+            self._stop_following_by_sight()
         if camera_switched:
             self.set_sim_act_camera(False)
         result = self.commander.getNavResult()
@@ -737,7 +737,7 @@ class BenchmarkNode(Node):
         )
         self._camera_sync = StampSynchronizer(CAMERA_MESSAGES, CAMERA_SYNC_PENDING)
         self._camera_observations = []
-        first = self._subscribe_camera()
+        first = self._camera_frame()
         estimate = [plan.target]
         for _, observation in self._take_observations(first.stamp_ns - 1):
             estimate[0] = tracker.observe(observation) or estimate[0]
@@ -759,15 +759,16 @@ class BenchmarkNode(Node):
         observations, self._camera_observations = self._camera_observations, []
         return [(stamp, observation) for stamp, observation in observations if stamp > after_ns]
 
-    def _subscribe_camera(self) -> TruthMessage:
-        """Subscribe to the camera bundle; the frame of the first Stop whose bundle arrives. New
-        subscriptions take a moment to be matched by sim_node's publishers, and a bundle published
-        before then never arrives: Stop (nothing moves, no time passes) every ``node.camera_retry_s``
-        until one does, within ``node.message_timeout_s``."""
-        self._camera_subscriptions = [
-            self.create_subscription(kind, topic, functools.partial(self._on_camera, topic), FRAME_QOS)
-            for topic, kind in CAMERA_MESSAGES.items()
-        ]
+    def _camera_frame(self) -> TruthMessage:
+        """The frame of a Stop whose camera bundle arrived, subscribing to the bundle first (for the
+        rest of the run: only sim_node's live camera travels there). New subscriptions take a
+        moment to be matched by sim_node's publishers, and a bundle published before then never
+        arrives: Stop (nothing moves, no time passes) every ``node.camera_retry_s`` until one does,
+        within ``node.message_timeout_s``."""
+        if not self._camera_subscribed:
+            for topic, kind in CAMERA_MESSAGES.items():
+                self.create_subscription(kind, topic, functools.partial(self._on_camera, topic), FRAME_QOS)
+            self._camera_subscribed = True
         deadline = time.monotonic() + self.waits.message_timeout_s
         wait = min(self.waits.camera_retry_s, self.waits.message_timeout_s)
         while True:
@@ -785,10 +786,7 @@ class BenchmarkNode(Node):
     def _has_camera_frame(self, stamp_ns: int) -> bool:
         return any(stamp == stamp_ns for stamp, _ in self._camera_observations)
 
-    def _unsubscribe_camera(self) -> None:
-        for subscription in self._camera_subscriptions:
-            self.destroy_subscription(subscription)
-        self._camera_subscriptions = []
+    def _stop_following_by_sight(self) -> None:
         self._camera_sync = None
         self._camera_observations = []
 

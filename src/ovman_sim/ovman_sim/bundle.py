@@ -339,24 +339,29 @@ def parse_ground_truth_json(text: str) -> GroundTruthFrame:
 
 class GroundTruthParser:
     """:func:`parse_ground_truth_json` for a stream of records (the inverse of
-    :class:`GroundTruthRecords`): while a record's decoded ``objects`` list equals the previous
-    record's, the previous frame's WorldState is returned again instead of being rebuilt (objects
-    change only when something moves, and a WorldState is most of a record's decoding). Not
-    thread-safe."""
+    :class:`GroundTruthRecords`): while a record's objects are the previous record's, they are
+    neither decoded nor rebuilt again, the previous frame's WorldState is returned (objects change
+    only when something moves, and they are most of a record). A record in the layout
+    :func:`ground_truth_json` writes is split at its ``objects`` field, and the objects' text is
+    compared; any other record (keys sorted, as older recordings hold) is decoded whole and its
+    decoded objects compared. Not thread-safe."""
 
     def __init__(self) -> None:
-        self._listed: Any = None
+        self._key: tuple[str, Any] | None = None
+        """The previous record's objects: ("text", their JSON) or ("list", them decoded)."""
         self._objects: WorldState | None = None
 
     def parse(self, text: str) -> GroundTruthFrame:
         """The record's frame; BundleFormatError if malformed."""
-        doc = _load(text, "ground truth")
+        split = _split_objects(text)
+        doc = _load(text, "ground truth") if split is None else split[0]
         try:
             pose = doc["agent_pose"]
-            listed = doc["objects"]
-            if self._objects is None or listed != self._listed:
+            key = ("list", doc["objects"]) if split is None else ("text", split[1])
+            if self._objects is None or key != self._key:
+                listed = key[1] if split is None else _load_list(key[1])
                 self._objects = WorldState.of([object_state_from_dict(o) for o in listed])
-                self._listed = listed
+                self._key = key
             return GroundTruthFrame(
                 stamp_ns=int(doc["stamp_ns"]),
                 step=int(doc["step"]),
@@ -365,8 +370,41 @@ class GroundTruthParser:
                 segment_instances={int(k): str(v) for k, v in doc["segment_instances"].items()},
                 objects=self._objects,
             )
+        except BundleFormatError:
+            raise
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise BundleFormatError(f"ground truth record: missing or bad field: {err!r}") from None
+
+
+_OBJECTS_FIELD = ', "objects": '
+_SEGMENTS_FIELD = ', "segment_instances": '
+
+
+def _split_objects(text: str) -> tuple[dict[str, Any], str] | None:
+    """A record of :func:`ground_truth_json`'s layout as (every field but ``objects`` decoded, the
+    objects' JSON text); None for a record in another layout (or one this cannot split)."""
+    start = text.find(_OBJECTS_FIELD)
+    end = text.rfind(_SEGMENTS_FIELD)
+    if start < 0 or end < start:
+        return None
+    try:
+        head = json.loads(text[:start] + "}")
+        tail = json.loads("{" + text[end + 2 :])
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(head, dict) or not isinstance(tail, dict) or "objects" in head or "objects" in tail:
+        return None
+    return {**head, **tail}, text[start + len(_OBJECTS_FIELD) : end]
+
+
+def _load_list(text: str) -> list[Any]:
+    try:
+        listed = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise BundleFormatError(f"ground truth objects are not valid JSON: {err}") from None
+    if not isinstance(listed, list):
+        raise BundleFormatError(f"ground truth objects must be a JSON list, got {type(listed).__name__}")
+    return listed
 
 
 def object_state_to_dict(obj: ObjectState) -> dict[str, Any]:
