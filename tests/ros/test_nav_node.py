@@ -217,9 +217,14 @@ def test_a_commander_on_a_given_executor_serves_the_other_nodes_while_it_waits(s
     watcher = rclpy.create_node("odom_watcher", context=rclpy_context)
     executor.add_node(watcher)
     poses: list[Odometry] = []
-    watcher.create_subscription(Odometry, "/odom", poses.append, 100)
+    odom = watcher.create_subscription(Odometry, "/odom", poses.append, 100)
     shared = OvmanCommander("shared_commander", executor=executor, context=rclpy_context)
     try:
+        # Odometry published before the subscription is matched never arrives.
+        deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
+        while odom.get_publisher_count() == 0:
+            assert time.monotonic() < deadline, f"/odom is not matched; {sim_graph.diagnosis()}"
+            time.sleep(0.05)  # matching runs in the middleware, nothing to spin: poll the count
         assert shared.goToPoint(map_target(farthest(reachable, start.floor)), timeout_sec=DISCOVERY_TIMEOUT_S)
         before = len(poses)
         wait_until_complete(shared, sim_graph)

@@ -1,4 +1,5 @@
-"""Nodes end quietly on Ctrl-C or an external shutdown, including rclpy's wait-set race."""
+"""Nodes end quietly on Ctrl-C or an external shutdown, including rclpy's wait-set race; their
+endpoints get QoS event handlers only when asked for (ovman_sim.spinning.GraphNode)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import MultiThreadedExecutor
 
-from ovman_sim.spinning import spin_until_shutdown
+from ovman_core.config import RosConfig, load_config
+from ovman_sim.spinning import GraphNode, spin_until_shutdown
 
 
 class RacingExecutor:
@@ -40,3 +42,46 @@ def test_the_wait_set_race_after_a_shutdown_is_a_normal_end_but_not_while_the_co
         spin_until_shutdown(RacingExecutor(rclpy_context, shut_down_first=False))
     spin_until_shutdown(RacingExecutor(rclpy_context, shut_down_first=True))
     assert not rclpy_context.ok()
+
+
+def test_graph_node_endpoints_have_no_qos_event_handlers_unless_asked_for(rclpy_context):
+    from rclpy.event_handler import SubscriptionEventCallbacks
+    from std_msgs.msg import String
+
+    quiet = GraphNode("quiet_node", context=rclpy_context)
+    loud = GraphNode("loud_node", context=rclpy_context)
+    loud.qos_event_warnings = True
+    try:
+        assert quiet.create_subscription(String, "/t", lambda _: None, 1).event_handlers == []
+        assert quiet.create_publisher(String, "/t", 1).event_handlers == []
+        # Explicit callbacks are kept, and with the warnings on rclpy's defaults are back.
+        kept = SubscriptionEventCallbacks(incompatible_qos=lambda _: None, use_default_callbacks=False)
+        assert len(quiet.create_subscription(String, "/t", lambda _: None, 1, event_callbacks=kept).event_handlers) == 1
+        assert len(loud.create_subscription(String, "/t", lambda _: None, 1).event_handlers) >= 1
+        assert len(loud.create_publisher(String, "/t", 1).event_handlers) >= 1
+    finally:
+        quiet.destroy_node()
+        loud.destroy_node()
+
+
+def test_every_node_is_a_graph_node_that_follows_ros_qos_event_warnings(rclpy_context):
+    import dataclasses
+
+    from ovman_eval.benchmark_node import BenchmarkNode
+    from ovman_mapping.mapping_node import MappingNode
+    from ovman_nav.commander import OvmanCommander
+    from ovman_nav.nav_node import NavNode
+    from ovman_query.query_node import QueryNode
+    from ovman_sim.sim_node import SimNode
+
+    for kind in (SimNode, MappingNode, QueryNode, NavNode, BenchmarkNode, OvmanCommander):
+        assert issubclass(kind, GraphNode), kind.__name__
+    config = load_config()
+    assert config.shared.ros.qos_event_warnings is False
+    loud = dataclasses.replace(config, shared=dataclasses.replace(config.shared, ros=RosConfig(True)))
+    for chosen, handlers in ((config, 0), (loud, 2)):
+        node = SimNode(chosen, context=rclpy_context)
+        try:
+            assert len(node._rgb.event_handlers) == handlers
+        finally:
+            node.destroy_node()

@@ -411,11 +411,19 @@ class BenchmarkConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class RosConfig:
+    """How every node uses ROS 2 (ovman_sim.spinning)."""
+
+    qos_event_warnings: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class SharedConfig:
     """The ``/**`` block: constants every node shares."""
 
     task: TaskConfig
     frames: FramesConfig
+    ros: RosConfig
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,7 +39,6 @@ import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
@@ -63,7 +62,7 @@ from ovman_mapping.map_messages import (
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_sim import bundle
 from ovman_sim.messages import CAMERA_MESSAGES, stamp_of
-from ovman_sim.spinning import spin_until_shutdown
+from ovman_sim.spinning import GraphNode, spin_until_shutdown
 
 NODE_NAME = "mapping_node"
 START_VISIT_SERVICE = "~/start_visit"
@@ -88,12 +87,13 @@ def markers_topic(visit: int) -> str:
     return MARKERS_TOPIC.format(visit=visit)
 
 
-class MappingNode(Node):
+class MappingNode(GraphNode):
     """Synchronises the camera bundle, fuses it into the open visit, publishes finished maps."""
 
     def __init__(self, config: OvmanConfig | None = None, encoder: FeatureEncoder | None = None, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
         self.config = self._declare_parameters(config if config is not None else load_config())
+        self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         settings = self.config.mapping_node.node
         if settings.qos_depth < 1:
             raise ConfigError(f"config mapping_node node.qos_depth must be at least 1, got {settings.qos_depth}")

@@ -17,6 +17,9 @@ is then CANCELED); ``updateTarget`` sends a newer estimate of a moving target to
 optionally with its footprint now (nav_node's ``/ovman/target_update``, ovman_interfaces/TargetUpdate;
 used when the goal was sent with ``target_may_move``).
 Positions are in ``map`` (REP 103), metres.
+Like every OVMAN node, its publisher and subscription get no QoS event handlers
+(:class:`ovman_sim.spinning.GraphNode`; set ``OvmanCommander.qos_event_warnings = True`` before
+creating one for rclpy's incompatible-QoS warnings).
 rclpy must be initialised (``rclpy.init()``) before a commander is created. The commander spins
 its own executor, or the ``executor`` it is given: a program with nodes of its own passes its
 executor so that one wait serves all of them (their callbacks run while the commander waits).
@@ -33,13 +36,13 @@ from geometry_msgs.msg import Point, PointStamped
 from nav_msgs.msg import Path
 from rclpy.action import ActionClient
 from rclpy.executors import Executor, SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.task import Future
 
 from ovman_interfaces.action import Navigate
 from ovman_interfaces.msg import TargetUpdate
 from ovman_interfaces.srv import Query
 from ovman_nav.nav_node import ACTION_NAME, LATCHED, PLAN_TOPIC, TARGET_UPDATE_TOPIC
+from ovman_sim.spinning import GraphNode
 
 QUERY_SERVICE = "/ovman/query"
 MOVING_RELATION = "moving"
@@ -61,7 +64,7 @@ _STATUS_RESULT = {
 }
 
 
-class OvmanCommander(Node):
+class OvmanCommander(GraphNode):
     """Query and navigate client; see the module docstring. Not thread-safe: one caller."""
 
     def __init__(

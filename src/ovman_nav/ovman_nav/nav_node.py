@@ -99,7 +99,7 @@ from ovman_nav.executor import (
 )
 from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
 from ovman_sim.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, stamp_of, start_pose_from_msg
-from ovman_sim.spinning import spin_until_shutdown
+from ovman_sim.spinning import GraphNode, spin_until_shutdown
 from ovman_sim.world import Action, ActionResult
 
 NODE_NAME = "nav_node"
@@ -269,8 +269,13 @@ class SimNodeWorld:
         self.timeout_s = navigation.sim_timeout_s
         self.position_tolerance = navigation.sequence_position_tolerance
         self.yaw_tolerance_deg = navigation.sequence_yaw_tolerance_deg
-        self._act_node = Node(
-            ACT_CLIENT_NODE, namespace=node.get_namespace(), context=node.context, use_global_arguments=False
+        # A bare helper: no parameters (so no parameter services to wait on) and no endpoint events.
+        self._act_node = GraphNode(
+            ACT_CLIENT_NODE,
+            namespace=node.get_namespace(),
+            context=node.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
         )
         self._act_executor = SingleThreadedExecutor(context=node.context)
         self._act_executor.add_node(self._act_node)
@@ -403,7 +408,7 @@ def occupancy_fields(message: OccupancyGrid) -> OccupancyGridFields:
 # --- the node ----------------------------------------------------------------------------------
 
 
-class NavNode(Node):
+class NavNode(GraphNode):
     """Navigate action server; see the module docstring."""
 
     def __init__(self, config: OvmanConfig, world: NavigableWorld | None = None, **kwargs: Any) -> None:
@@ -412,6 +417,7 @@ class NavNode(Node):
             self.declare_parameter(name, value)
         overrides = {name: self.get_parameter(name).value for name in node_parameters(config, NODE_NAME)}
         self.config = with_parameters(config, NODE_NAME, overrides)
+        self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         self.add_on_set_parameters_callback(self._on_set_parameters)
         nav = self.config.nav_node.navigation
         if nav.backend not in ("builtin", "nav2"):

@@ -25,7 +25,6 @@ from typing import Any
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from visualization_msgs.msg import MarkerArray
@@ -50,7 +49,7 @@ from ovman_query.query_messages import (
 )
 from ovman_query.query_requests import CachingAgent, VisitMap, answer_query
 from ovman_sim.messages import stamp_of
-from ovman_sim.spinning import spin_until_shutdown
+from ovman_sim.spinning import GraphNode, spin_until_shutdown
 
 NODE_NAME = "query_node"
 ENCODER_NODE = "mapping_node"
@@ -67,12 +66,13 @@ LATCHED = QoSProfile(
 )
 
 
-class QueryNode(Node):
+class QueryNode(GraphNode):
     """Holds the latest visit maps, answers queries, publishes the answer marker and the change set."""
 
     def __init__(self, config: OvmanConfig | None = None, encoder: FeatureEncoder | None = None, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
         self.config = self._declare_parameters(config if config is not None else load_config())
+        self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         check_answer_style(self.config.query_node.markers)
         encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
         self.agent = CachingAgent(self.config, encoder)

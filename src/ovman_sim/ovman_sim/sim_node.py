@@ -53,7 +53,6 @@ from nav_msgs.msg import OccupancyGrid, Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
@@ -77,7 +76,7 @@ from ovman_sim.messages import (
     time_msg,
 )
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
-from ovman_sim.spinning import spin_until_shutdown
+from ovman_sim.spinning import GraphNode, spin_until_shutdown
 
 NODE_NAME = "sim_node"
 LOAD_VISIT_SERVICE = "~/load_visit"
@@ -98,12 +97,13 @@ LATCHED_QOS = QoSProfile(
 )
 
 
-class SimNode(Node):
+class SimNode(GraphNode):
     """Publishes the bundles of one SimSession and serves load_visit, act and play_tour."""
 
     def __init__(self, config: OvmanConfig | None = None, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
         self.config = self._declare_parameters(config if config is not None else load_config())
+        self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         self.session = SimSession(self.config)
         settings = self.config.sim_node.node
         depth = settings.qos_depth
