@@ -46,7 +46,8 @@ etc., resumable). The node exits when the run is finished: code 0, 1 when the gr
 Parameters: every key of ``ovman_core.config.node_parameters(config, "benchmark_node")``
 (``benchmark.arms``, ``benchmark.seeds``, ``node.*`` timeouts...) and the run inputs
 ``run.dataset``, ``run.output`` (folder of run directories), ``run.run_dir`` (one run directory;
-wins over ``run.output``), ``run.static_only``. The configuration file is ``$OVMAN_CONFIG`` or the
+wins over ``run.output``), ``run.static_only``, read once at start-up: the node serves no parameter
+services (the run directory's config.json records what it ran with). The configuration file is ``$OVMAN_CONFIG`` or the
 default one; it must be the one the other nodes run with (``ovman launch`` and the launch file
 see to it). Frames: REP 103 ``map`` on the wire, AI2-THOR world in the core.
 """
@@ -66,10 +67,11 @@ from typing import Any
 import rclpy
 from geometry_msgs.msg import Point, PointStamped
 from nav_msgs.msg import OccupancyGrid
+from rcl_interfaces.msg import ParameterType
+from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.client import Client
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.parameter import Parameter
-from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
@@ -150,6 +152,8 @@ PLAYED_TRUTH_TOPIC = player_topic(bundle.GROUND_TRUTH_TOPIC)
 START_VISIT_SERVICE = "/mapping_node/start_visit"
 FINISH_VISIT_SERVICE = "/mapping_node/finish_visit"
 SIM_NODE = "/sim_node"
+SIM_GET_PARAMETERS = f"{SIM_NODE}/get_parameters"
+SIM_SET_PARAMETERS = f"{SIM_NODE}/set_parameters"
 SIM_ACT_CAMERA = "node.act_camera"
 """sim_node's run-time switch of the camera bundle after each Act (see :mod:`ovman_sim.sim_node`)."""
 RUN_PARAMETERS: dict[str, Any] = {RUN_DATASET: "", RUN_OUTPUT: "runs", RUN_DIR: "", RUN_STATIC_ONLY: False}
@@ -265,7 +269,8 @@ class BenchmarkNode(GraphNode):
     """See the module docstring. Single-threaded: :meth:`run` spins the node while it waits."""
 
     def __init__(self, config: OvmanConfig | None = None, **kwargs: Any) -> None:
-        super().__init__(NODE_NAME, **kwargs)
+        # Its parameters are read once, here: no parameter services to serve (they are waited on too).
+        super().__init__(NODE_NAME, start_parameter_services=False, **kwargs)
         self.config, self.run_inputs = self._declare_parameters(config if config is not None else load_config())
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         self.waits = self.config.benchmark_node.node
@@ -290,6 +295,8 @@ class BenchmarkNode(GraphNode):
             START_VISIT_SERVICE: self.create_client(MapVisit, START_VISIT_SERVICE),
             FINISH_VISIT_SERVICE: self.create_client(MapVisit, FINISH_VISIT_SERVICE),
             QUERY_SERVICE: self.create_client(Query, QUERY_SERVICE),
+            SIM_GET_PARAMETERS: self.create_client(GetParameters, SIM_GET_PARAMETERS),
+            SIM_SET_PARAMETERS: self.create_client(SetParameters, SIM_SET_PARAMETERS),
         }
         self.maps: dict[int, list[InstanceMapMsg]] = {1: [], 2: []}
         self.map_counts = {1: 0, 2: 0}
@@ -315,7 +322,6 @@ class BenchmarkNode(GraphNode):
         self._follow: Callable[[], None] | None = None
         """While a moving target is followed: what to do after each frame (see :meth:`navigate`)."""
         self._retargets = 0
-        self.sim_parameters = AsyncParameterClient(self, SIM_NODE)
         self.sim_act_camera = True
         """sim_node's node.act_camera as it started (read in :meth:`wait_for_graph`)."""
 
@@ -399,20 +405,15 @@ class BenchmarkNode(GraphNode):
                 raise GraphCallError(f"service {name} is not available; is its node running?")
         if not self.commander.nav_client.wait_for_server(timeout_sec=max(deadline - time.monotonic(), 0.0)):
             raise GraphCallError("action /ovman/navigate is not available; is nav_node running?")
-        if not self.sim_parameters.wait_for_services(timeout_sec=max(deadline - time.monotonic(), 0.0)):
-            raise GraphCallError(f"the parameter services of {SIM_NODE} are not available; is sim_node running?")
-        future = self.sim_parameters.get_parameters([SIM_ACT_CAMERA])
-        self.spin_until(future.done, f"{SIM_NODE} parameter {SIM_ACT_CAMERA}", self.waits.call_timeout_s)
-        values = future.result().values if future.result() is not None else []
-        if len(values) != 1:
-            raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA}")
+        values = self.call(SIM_GET_PARAMETERS, GetParameters.Request(names=[SIM_ACT_CAMERA])).values
+        if len(values) != 1 or values[0].type != ParameterType.PARAMETER_BOOL:
+            raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA} (a bool)")
         self.sim_act_camera = bool(values[0].bool_value)
 
     def set_sim_act_camera(self, on: bool) -> None:
         """Turn sim_node's camera bundle after each Act on or off (and wait until it is)."""
-        future = self.sim_parameters.set_parameters([Parameter(SIM_ACT_CAMERA, value=on)])
-        self.spin_until(future.done, f"{SIM_NODE} set {SIM_ACT_CAMERA}", self.waits.call_timeout_s)
-        results = future.result().results if future.result() is not None else []
+        request = SetParameters.Request(parameters=[Parameter(SIM_ACT_CAMERA, value=on).to_parameter_msg()])
+        results = self.call(SIM_SET_PARAMETERS, request).results
         if len(results) != 1 or not results[0].successful:
             reason = results[0].reason if results else "no answer"
             raise GraphCallError(f"{SIM_NODE} refused {SIM_ACT_CAMERA} = {on}: {reason}")
