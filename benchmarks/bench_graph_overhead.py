@@ -1,20 +1,26 @@
 """ROS-graph wall time over in-process wall time on the same episodes (issue 7; goal <= 1.3x).
 
-Runs the same benchmark four times on one dataset and configuration, each as the user would, in
-its own process: ``ovman benchmark`` (the in-process runner, with an empty map cache) and ``ovman launch
-benchmark`` (sim_node, the player, mapping_node, query_node, nav_node and benchmark_node as processes), each
-once with a cold text-embedding cache (every process that embeds loads the language model) and
-once with a warm one (none does: :mod:`ovman_mapping.text_store`). The caches are private to
-this run. Prints each run's end-to-end wall time (process start to exit: imports, model loading,
-node start-up and shut-down included) and work time (the run's timings.json: maps, static gate,
-embodied runs), the graph/in-process ratios for both caches, how many result lines agree with the
-first run (predicted point, static and embodied success, stop), and the machine's load average
-before and after (other work on a small machine skews the ratio).
+Runs the same benchmark on one dataset and configuration, each run as the user would, in its own
+process: ``ovman benchmark`` (the in-process runner, one worker, with an empty map cache) and
+``ovman launch benchmark`` (sim_node, the player, mapping_node, query_node, nav_node and
+benchmark_node as processes), each with a cold text-embedding cache (every process that embeds
+loads the language model) and with a warm one (none does: :mod:`ovman_mapping.text_store`); the
+caches are private to this run, and ``--warm-only`` skips the cold graph run (the cold in-process
+run stays: it fills the warm cache and is the reference of the comparison). Prints each run's
+end-to-end wall time (process start to exit: imports, model loading, node start-up and shut-down
+included), its CPU time (user + system of the command and every process it started: steadier
+than wall time on a shared machine) and work time (the run's timings.json: maps, static gate,
+embodied runs), the graph/in-process ratios, how many result lines agree with the first run
+(predicted point, static and embodied success, stop), and the machine's load average before and
+after (other work on a small machine skews the ratio).
 
-Without ``--dataset`` a dataset is generated first (embedded homes, one episode per relation per
-home, 160x120 frames on an eight-waypoint tour, as tests/ros/test_benchmark_graph.py uses).
+Datasets: by default one is generated first (embedded homes, one episode per relation per home,
+160x120 frames on an eight-waypoint tour: start-up costs dominate); ``--default-dataset`` uses the
+one ``make benchmark`` runs (60 episodes; generated under data/default if missing, with the
+shipped configuration), where they do not; ``--dataset DIR --config FILE`` any other.
 
-Usage: python benchmarks/bench_graph_overhead.py [--dataset DIR --config FILE] [--scenes 2] [--arms all]
+Usage: python benchmarks/bench_graph_overhead.py [--default-dataset | --dataset DIR --config FILE]
+       [--scenes 2] [--arms all] [--warm-only]
 Uses $ROS_DOMAIN_ID (default 0: set your own) with localhost-only discovery.
 """
 
@@ -24,6 +30,7 @@ import argparse
 import dataclasses
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -33,8 +40,9 @@ from typing import Any
 
 import yaml
 
-from ovman_core.config import OvmanConfig, load_config, to_document
+from ovman_core.config import OvmanConfig, default_config_path, load_config, to_document
 from ovman_core.relations import Relation
+from ovman_eval.benchmark_command import default_dataset
 from ovman_eval.dataset import generate_dataset
 from ovman_eval.generation import GenerationRequest
 from ovman_eval.results import RESULTS, TIMINGS
@@ -76,13 +84,16 @@ def with_text_cache(config: OvmanConfig, directory: Path, path: Path) -> Path:
     return path
 
 
-def timed(command: list[str], env: dict[str, str]) -> float:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system of the command and of every process it waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()[-3000:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def work_seconds(run_dir: Path) -> float:
@@ -102,13 +113,23 @@ def outcome(line: dict[str, Any]) -> tuple[Any, ...]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", help="episode dataset (default: generate one)")
+    parser.add_argument("--dataset", help="episode dataset (default: generate a small one)")
     parser.add_argument("--config", help="configuration of the dataset (required with --dataset)")
+    parser.add_argument(
+        "--default-dataset",
+        nargs="?",
+        const="data/default",
+        metavar="ROOT",
+        help="the dataset `make benchmark` runs, under ROOT (default data/default; generated if missing)",
+    )
+    parser.add_argument("--warm-only", action="store_true", help="only the warm text-cache pair of runs")
     parser.add_argument("--scenes", type=int, default=2, help="homes of the generated dataset (6 episodes each)")
     parser.add_argument("--arms", default="all", help="comma-separated arms, or all")
     args = parser.parse_args()
     if bool(args.dataset) != bool(args.config):
         parser.error("give --dataset and --config together")
+    if args.dataset and args.default_dataset:
+        parser.error("give --dataset or --default-dataset, not both")
     env = dict(os.environ)
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.setdefault("HF_HUB_OFFLINE", "1")
@@ -119,6 +140,9 @@ def main() -> None:
         work = Path(tmp)
         if args.dataset:
             dataset, config = Path(args.dataset), load_config(args.config)
+        elif args.default_dataset:
+            config = load_config(default_config_path())
+            dataset = default_dataset(Path(args.default_dataset), config, workers=os.cpu_count() or 1, quiet=True)
         else:
             dataset, config = generated(work, args.scenes)
         episodes = sum(1 for _ in (dataset / "episodes.jsonl").open())
@@ -126,12 +150,14 @@ def main() -> None:
         # the warm pair), one that the cold graph run starts from empty.
         warm_config = with_text_cache(config, work / "cache-warm", work / "warm.yaml")
         cold_config = with_text_cache(config, work / "cache-graph-cold", work / "cold.yaml")
+        runs = [(n, c) for n, c in RUNS if not (args.warm_only and n == "graph_cold")]
         walls: dict[str, float] = {}
+        cpus: dict[str, float] = {}
         lines: dict[str, list[dict[str, Any]]] = {}
         works: dict[str, float] = {}
         phases: dict[str, str] = {}
         # Run seed 0 only: "1" is one seed for both commands (--seeds is a count or a list).
-        for name, config_path in RUNS:
+        for name, config_path in runs:
             common = ["--dataset", str(dataset), "--arms", args.arms, "--seeds", "1"]
             common += ["--config", str(warm_config if config_path == "warm" else cold_config)]
             run_dir = work / name
@@ -141,21 +167,23 @@ def main() -> None:
             else:
                 command = [*ovman, "launch", "benchmark", *common, "--run-dir", str(run_dir)]
                 command += ["--log-dir", str(work / f"logs-{name}")]
-            walls[name] = timed(command, env)
+            walls[name], cpus[name] = timed(command, env)
             lines[name] = [json.loads(x) for x in (run_dir / RESULTS).read_text().splitlines()]
             works[name] = work_seconds(run_dir)
             phases[name] = phase_seconds(run_dir)
     reference = lines["in_process_cold"]
     print(f"{episodes} episodes, {len(reference)} results per run (arms {args.arms})")
-    for name, _ in RUNS:
+    for name, _ in runs:
         agree = sum(outcome(a) == outcome(b) for a, b in zip(reference, lines[name], strict=True))
-        timing = f"end to end {walls[name]:7.1f} s   work {works[name]:7.1f} s"
+        timing = f"end to end {walls[name]:7.1f} s   CPU {cpus[name]:7.1f} s   work {works[name]:7.1f} s"
         print(f"{name:16s} {timing}   {agree}/{len(reference)} agree   {phases[name]}")
     for cache in ("cold", "warm"):
         graph, in_process = f"graph_{cache}", f"in_process_{cache}"
+        if graph not in walls:
+            continue
         print(
             f"text cache {cache}: ratio end to end {walls[graph] / walls[in_process]:.2f}x, "
-            f"work alone {works[graph] / works[in_process]:.2f}x"
+            f"CPU {cpus[graph] / cpus[in_process]:.2f}x, work alone {works[graph] / works[in_process]:.2f}x"
         )
     load_after = os.getloadavg()
     print(

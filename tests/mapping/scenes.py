@@ -152,6 +152,9 @@ class OneHotEncoder:
     def embed_labels(self, labels: Sequence[str]) -> np.ndarray:
         return self.embed_text(list(labels))
 
+    def warm_up(self) -> None:
+        """Nothing to load."""
+
     def embed_instances(self, evidence: Sequence[InstanceEvidence]) -> np.ndarray:
         rows = []
         for item in evidence:

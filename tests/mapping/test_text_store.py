@@ -97,30 +97,40 @@ import numpy as np
 from ovman_core.config import load_config
 from ovman_mapping.encoders import LabelEncoder
 import dataclasses
-config = dataclasses.replace(load_config().mapping_node.encoder, text_cache_dir=sys.argv[1])
-vectors = LabelEncoder(config, torch_threads=3).embed_text(["a vase", "coffee table"])
+config = load_config().mapping_node.encoder
+config = dataclasses.replace(config, text_cache_dir=sys.argv[1], text_cache=sys.argv[2] == "cache")
+encoder = LabelEncoder(config, torch_threads=3)
+encoder.warm_up()  # as mapping_node and query_node start
+loaded_by_warm_up = "sentence_transformers" in sys.modules
+vectors = encoder.embed_text(["a vase", "coffee table"])
 torch = sys.modules.get("torch")
 print(json.dumps({
     "vectors": vectors.tolist(),
+    "loaded_by_warm_up": loaded_by_warm_up,
     "model_loaded": "sentence_transformers" in sys.modules,
     "torch_threads": torch.get_num_threads() if torch else None,
 }))
 """
 
 
-def embed_in_fresh_process(directory):
-    done = subprocess.run(
-        [sys.executable, "-c", EMBED_SCRIPT, str(directory)], capture_output=True, text=True, check=True, timeout=300
-    )
+def embed_in_fresh_process(directory, cache=True):
+    command = [sys.executable, "-c", EMBED_SCRIPT, str(directory), "cache" if cache else "none"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_a_warm_store_spares_the_model_load_and_gives_the_same_vectors(tmp_path):
     cold = embed_in_fresh_process(tmp_path)
     warm = embed_in_fresh_process(tmp_path)
-    assert cold["model_loaded"] and cold["torch_threads"] == 3  # the limit applies once the model loads
+    # With a store, warming up loads nothing: a cached phrase needs no model, a new one loads it.
+    assert not cold["loaded_by_warm_up"] and cold["model_loaded"] and cold["torch_threads"] == 3
     assert not warm["model_loaded"] and warm["torch_threads"] is None  # not even torch was imported
     assert warm["vectors"] == cold["vectors"]
+
+
+def test_without_a_store_warming_up_loads_the_model(tmp_path):
+    uncached = embed_in_fresh_process(tmp_path, cache=False)
+    assert uncached["loaded_by_warm_up"] and not list(tmp_path.iterdir())
 
 
 def test_encoder_without_store_writes_nothing(tmp_path):

@@ -122,6 +122,9 @@ class PhraseByPhraseEncoder:
     def embed_instances(self, evidence: Sequence[InstanceEvidence]) -> np.ndarray:
         return self.inner.embed_instances(evidence)
 
+    def warm_up(self) -> None:
+        self.inner.warm_up()
+
 
 @dataclasses.dataclass(frozen=True)
 class GroupTruth:

@@ -65,6 +65,10 @@ class FeatureEncoder(Protocol):
     def embed_instances(self, evidence: Sequence[InstanceEvidence]) -> np.ndarray:
         """(N, D) unit feature vectors of instances."""
 
+    def warm_up(self) -> None:
+        """Load now what the next embeddings need that takes seconds to load (a model), so that no
+        time-critical call pays for it later; nothing that they will not need."""
+
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -90,6 +94,11 @@ class _TextCache:
     def __init__(self, store: Callable[[], TextStore | None]) -> None:
         self._vectors: dict[str, np.ndarray] = {}
         self._store = store
+
+    @property
+    def persistent(self) -> bool:
+        """Whether phrases are kept on disk (a phrase embedded before by any process needs no model)."""
+        return self._store() is not None
 
     def get(self, phrases: Sequence[str], compute: Callable[[list[str]], np.ndarray]) -> np.ndarray:
         missing = {p for p in phrases if p not in self._vectors}
@@ -178,6 +187,12 @@ class LabelEncoder:
 
     def embed_text(self, phrases: Sequence[str]) -> np.ndarray:
         return self._cache.get(list(phrases), self._encode)
+
+    def warm_up(self) -> None:
+        """MiniLM, unless the text cache is on: everything this encoder embeds is text, and a phrase
+        cached before needs no model (one that is not loads it when it comes)."""
+        if not self._cache.persistent:
+            _minilm()
 
     def embed_labels(self, labels: Sequence[str]) -> np.ndarray:
         return self.embed_text([label_text(label) for label in labels])
@@ -270,6 +285,10 @@ class ClipEncoder:
 
     def embed_text(self, phrases: Sequence[str]) -> np.ndarray:
         return self._cache.get(list(phrases), self._encode_text)
+
+    def warm_up(self) -> None:
+        """The CLIP model: instance features are image crops, whatever the text cache holds."""
+        _ = self._model
 
     def embed_labels(self, labels: Sequence[str]) -> np.ndarray:
         return self.embed_text([label_text(label) for label in labels])

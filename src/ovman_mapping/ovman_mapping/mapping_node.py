@@ -67,8 +67,6 @@ from ovman_sim.spinning import GraphNode, spin_until_shutdown
 NODE_NAME = "mapping_node"
 START_VISIT_SERVICE = "~/start_visit"
 FINISH_VISIT_SERVICE = "~/finish_visit"
-WARM_UP_PHRASE = "object"
-"""Embedded at start-up so the encoder's model loads then, not during the first finish_visit."""
 LATCHED = QoSProfile(
     depth=1,
     history=HistoryPolicy.KEEP_LAST,
@@ -105,7 +103,7 @@ class MappingNode(GraphNode):
             )
         check_marker_style(self.config.mapping_node.markers)
         self.encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
-        self.encoder.embed_text([WARM_UP_PHRASE])
+        self.encoder.warm_up()  # a model loads now, not during the first finish_visit
         self.mapper = VisitMapper(self.config.mapping_node, self.encoder)
         self.sync: StampSynchronizer[Any] = StampSynchronizer(CAMERA_MESSAGES, settings.sync_max_pending)
         self.rejected = 0

@@ -55,8 +55,6 @@ NODE_NAME = "query_node"
 ENCODER_NODE = "mapping_node"
 """The node whose ``encoder`` section query_node also declares."""
 ENCODER_PREFIX = "encoder."
-WARM_UP_PHRASE = "object"
-"""Embedded at start-up so the encoder's model loads then, not during the first query."""
 VISITS = (1, 2)
 LATCHED = QoSProfile(
     depth=1,
@@ -76,7 +74,7 @@ class QueryNode(GraphNode):
         check_answer_style(self.config.query_node.markers)
         encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
         self.agent = CachingAgent(self.config, encoder)
-        encoder.embed_text([WARM_UP_PHRASE])
+        encoder.warm_up()  # a model loads now, not during the first query
         self.maps: dict[int, VisitMap | None] = dict.fromkeys(VISITS)
         for visit in VISITS:
             self.create_subscription(
