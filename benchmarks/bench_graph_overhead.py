@@ -9,10 +9,11 @@ caches are private to this run, and ``--warm-only`` skips the cold graph run (th
 run stays: it fills the warm cache and is the reference of the comparison). Prints each run's
 end-to-end wall time (process start to exit: imports, model loading, node start-up and shut-down
 included), its CPU time (user + system of the command and every process it started: steadier
-than wall time on a shared machine) and work time (the run's timings.json: maps, static gate,
-embodied runs), the graph/in-process ratios, how many result lines agree with the first run
-(predicted point, static and embodied success, stop), and the machine's load average before and
-after (other work on a small machine skews the ratio).
+than wall time on a shared machine; for a graph run also node by node, from the line each node
+prints as it exits: :func:`ovman_sim.spinning.report_cpu_time`) and work time (the run's
+timings.json: maps, static gate, embodied runs), the graph/in-process ratios, how many result
+lines agree with the first run (predicted point, static and embodied success, stop), and the
+machine's load average before and after (other work on a small machine skews the ratio).
 
 Datasets: by default one is generated first (embedded homes, one episode per relation per home,
 160x120 frames on an eight-waypoint tour: start-up costs dominate); ``--default-dataset`` uses the
@@ -46,6 +47,7 @@ from ovman_eval.benchmark_command import default_dataset
 from ovman_eval.dataset import generate_dataset
 from ovman_eval.generation import GenerationRequest
 from ovman_eval.results import RESULTS, TIMINGS
+from ovman_sim.spinning import cpu_time_reports
 
 GOAL_RATIO = 1.3
 RUNS = (("in_process_cold", "warm"), ("graph_cold", "cold"), ("graph_warm", "warm"), ("in_process_warm", "warm"))
@@ -106,6 +108,14 @@ def phase_seconds(run_dir: Path) -> str:
     return ", ".join(f"{k.removesuffix('_s')} {float(work.get(k, 0.0)):.1f}" for k in WORK_KEYS if work.get(k))
 
 
+def node_cpu_seconds(log_dir: Path) -> dict[str, float]:
+    """CPU seconds of every node of a graph run, from the line each prints as it exits."""
+    reports: dict[str, float] = {}
+    for log in sorted(log_dir.glob("*.log")):
+        reports.update(cpu_time_reports(log.read_text(errors="replace")))
+    return reports
+
+
 def outcome(line: dict[str, Any]) -> tuple[Any, ...]:
     embodied = line["embodied"] or {}
     return (line["static"]["point"], line["static"]["success"], embodied.get("success"), embodied.get("stop"))
@@ -156,6 +166,7 @@ def main() -> None:
         lines: dict[str, list[dict[str, Any]]] = {}
         works: dict[str, float] = {}
         phases: dict[str, str] = {}
+        by_node: dict[str, dict[str, float]] = {}
         # Run seed 0 only: "1" is one seed for both commands (--seeds is a count or a list).
         for name, config_path in runs:
             common = ["--dataset", str(dataset), "--arms", args.arms, "--seeds", "1"]
@@ -168,6 +179,8 @@ def main() -> None:
                 command = [*ovman, "launch", "benchmark", *common, "--run-dir", str(run_dir)]
                 command += ["--log-dir", str(work / f"logs-{name}")]
             walls[name], cpus[name] = timed(command, env)
+            if not name.startswith("in_process"):
+                by_node[name] = node_cpu_seconds(work / f"logs-{name}")
             lines[name] = [json.loads(x) for x in (run_dir / RESULTS).read_text().splitlines()]
             works[name] = work_seconds(run_dir)
             phases[name] = phase_seconds(run_dir)
@@ -177,6 +190,10 @@ def main() -> None:
         agree = sum(outcome(a) == outcome(b) for a, b in zip(reference, lines[name], strict=True))
         timing = f"end to end {walls[name]:7.1f} s   CPU {cpus[name]:7.1f} s   work {works[name]:7.1f} s"
         print(f"{name:16s} {timing}   {agree}/{len(reference)} agree   {phases[name]}")
+        if name in by_node:
+            nodes = sorted(by_node[name].items(), key=lambda item: -item[1])
+            rest = cpus[name] - sum(by_node[name].values())
+            print(f"{'':16s} CPU by node: {', '.join(f'{n} {s:.1f}' for n, s in nodes)}, launcher {rest:.1f} s")
     for cache in ("cold", "warm"):
         graph, in_process = f"graph_{cache}", f"in_process_{cache}"
         if graph not in walls:

@@ -7,7 +7,7 @@ graph of ovman_eval.graph (sim_node, player, mapping_node, query_node, nav_node,
 runs as processes through ``ovman launch``'s process starter on the same dataset and configuration
 (each group's maps built while the previous group's embodied runs go on). Every
 (episode, arm) must get the same predicted point, static success, failure class, stop point,
-embodied success, SPL, path and trajectory.
+embodied success, SPL, path and trajectory. Every node prints its CPU time to its log as it exits.
 
 Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh)
 and the label encoder's MiniLM package.
@@ -32,6 +32,7 @@ from ovman_eval.graph_run import WIRING
 from ovman_eval.launch_command import run_graph
 from ovman_eval.results import ARM_ORDER, FINISHED, RESULTS, RUN_FILE, to_json_line
 from ovman_eval.runner import BenchmarkRequest, parse_arms, run_benchmark
+from ovman_sim.spinning import cpu_time_reports
 
 from .conftest import ros_environment
 
@@ -79,6 +80,8 @@ class Runs:
     graph: list[dict[str, Any]]
     graph_dir: Path
     exit_code: int
+    log_dir: Path
+    nodes: list[str]
 
 
 def read_results(run_dir: Path) -> list[dict[str, Any]]:
@@ -117,7 +120,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         )
         pytest.fail(f"the graph exited with {code}; node logs:\n{logs}")
     in_process = [json.loads(to_json_line(r)) for r in summary.records]
-    return Runs(in_process, read_results(graph_dir), graph_dir, code)
+    return Runs(in_process, read_results(graph_dir), graph_dir, code, log_dir, [n.name for n in nodes])
 
 
 def test_the_graph_finishes_its_run_in_the_runners_layout(runs: Runs):
@@ -129,6 +132,14 @@ def test_the_graph_finishes_its_run_in_the_runners_layout(runs: Runs):
         (r["episode_id"], r["arm"], r["seed"]) for r in runs.in_process
     ]
     assert len(runs.graph) == len(RELATIONS) * len(ARM_ORDER)
+
+
+def test_every_node_reports_its_cpu_time_in_its_log(runs: Runs):
+    reports = {}
+    for log in sorted(runs.log_dir.glob("*.log")):
+        reports.update(cpu_time_reports(log.read_text(errors="replace")))
+    assert sorted(reports) == sorted(runs.nodes)
+    assert all(seconds > 0.0 for seconds in reports.values())
 
 
 @pytest.mark.parametrize("arm", ARM_ORDER)

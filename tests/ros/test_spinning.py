@@ -1,8 +1,10 @@
 """Nodes end quietly on Ctrl-C or an external shutdown, including rclpy's wait-set race; their
-endpoints get QoS event handlers only when asked for (ovman_sim.spinning.GraphNode)."""
+endpoints get QoS event handlers only when asked for (ovman_sim.spinning.GraphNode); the CPU time
+a node reports as it exits reads back from its log."""
 
 from __future__ import annotations
 
+import resource
 import threading
 
 import pytest
@@ -10,7 +12,7 @@ from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import MultiThreadedExecutor
 
 from ovman_core.config import RosConfig, load_config
-from ovman_sim.spinning import GraphNode, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, cpu_time_reports, report_cpu_time, spin_until_shutdown
 
 
 class RacingExecutor:
@@ -85,3 +87,26 @@ def test_every_node_is_a_graph_node_that_follows_ros_qos_event_warnings(rclpy_co
             assert len(node._rgb.event_handlers) == handlers
         finally:
             node.destroy_node()
+
+
+def test_a_cpu_time_report_reads_back_as_this_process_cpu_seconds(capsys):
+    sum(k * k for k in range(200_000))  # some CPU time to report
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    report_cpu_time("mapping_node")
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    log = "[INFO] [mapping_node]: visit 1 is open\n" + capsys.readouterr().err + "[INFO] shutting down\n"
+    (seconds,) = cpu_time_reports(log).values()
+    assert list(cpu_time_reports(log)) == ["mapping_node"]
+    low, high = (u.ru_utime + u.ru_stime for u in (before, after))
+    assert low - 0.01 <= seconds <= high + 0.01 and seconds > 0.0
+
+
+def test_cpu_time_reports_keep_each_nodes_last_line_and_ignore_other_text():
+    log = (
+        "player: process CPU 1.50 s user + 0.25 s system\n"
+        "sim_node: process CPU 3.00 s user + 1.00 s system\n"
+        "[WARN] player: process CPU unknown\n"
+        "player: process CPU 2.00 s user + 0.50 s system\n"
+    )
+    assert cpu_time_reports(log) == {"player": 2.5, "sim_node": 4.0}
+    assert cpu_time_reports("no reports here") == {}

@@ -140,7 +140,7 @@ from ovman_sim.bundle import (
     parse_ground_truth_json,
 )
 from ovman_sim.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
-from ovman_sim.spinning import GraphNode
+from ovman_sim.spinning import GraphNode, report_cpu_time
 from ovman_sim.world import Action, Observation
 
 NODE_NAME = BENCHMARK_NODE
@@ -915,6 +915,7 @@ def main(args: Sequence[str] | None = None) -> int:
         # let neither (nor a second Ctrl-C) cut the clean-up short; the launcher escalates if needed.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if node is not None:
+            report_cpu_time(node.get_name())
             node.destroy_node()
         rclpy.try_shutdown()
 

@@ -62,7 +62,7 @@ from ovman_mapping.map_messages import (
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_sim import bundle
 from ovman_sim.messages import CAMERA_MESSAGES, stamp_of
-from ovman_sim.spinning import GraphNode, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
 
 NODE_NAME = "mapping_node"
 START_VISIT_SERVICE = "~/start_visit"
@@ -256,6 +256,7 @@ def main(args: Sequence[str] | None = None) -> None:
         spin_until_shutdown(executor)
     finally:
         if node is not None:
+            report_cpu_time(node.get_name())
             node.destroy_node()
         rclpy.try_shutdown()
 

@@ -99,7 +99,7 @@ from ovman_nav.executor import (
 )
 from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
 from ovman_sim.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, stamp_of, start_pose_from_msg
-from ovman_sim.spinning import GraphNode, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
 from ovman_sim.world import Action, ActionResult
 
 NODE_NAME = "nav_node"
@@ -671,6 +671,7 @@ def main(args: list[str] | None = None) -> int:
         return 0  # Ctrl-C before the executor spins
     finally:
         if node is not None:
+            report_cpu_time(node.get_name())
             node.destroy_node()
         rclpy.try_shutdown()
     return 0

@@ -49,7 +49,7 @@ from ovman_query.query_messages import (
 )
 from ovman_query.query_requests import CachingAgent, VisitMap, answer_query
 from ovman_sim.messages import stamp_of
-from ovman_sim.spinning import GraphNode, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
 
 NODE_NAME = "query_node"
 ENCODER_NODE = "mapping_node"
@@ -166,6 +166,7 @@ def main(args: Sequence[str] | None = None) -> None:
         spin_until_shutdown(executor)
     finally:
         if node is not None:
+            report_cpu_time(node.get_name())
             node.destroy_node()
         rclpy.try_shutdown()
 

@@ -76,7 +76,7 @@ from ovman_sim.messages import (
     time_msg,
 )
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
-from ovman_sim.spinning import GraphNode, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
 
 NODE_NAME = "sim_node"
 LOAD_VISIT_SERVICE = "~/load_visit"
@@ -346,6 +346,7 @@ def main(args: Sequence[str] | None = None) -> None:
         spin_until_shutdown(executor)
     finally:
         if node is not None:
+            report_cpu_time(node.get_name())
             node.destroy_node()
         rclpy.try_shutdown()
 

@@ -13,10 +13,17 @@ robot); ``ros2 topic info -v`` shows every endpoint's QoS either way.
 building its wait set at that moment fails with ``RCLError`` ("the given context is not valid")
 instead of raising ``ExternalShutdownException``; the more threads spin (MultiThreadedExecutor),
 the likelier. After a shutdown that error is the normal end, not a failure of the node.
+
+:func:`report_cpu_time`: every node's ``main`` prints, as it exits, the CPU time its process used
+(one line on stderr, so in its log under ``ovman launch``); :func:`cpu_time_reports` reads those
+lines back (``benchmarks/bench_graph_overhead.py`` shows the graph's CPU node by node).
 """
 
 from __future__ import annotations
 
+import re
+import resource
+import sys
 from typing import Any
 
 from rclpy._rclpy_pybind11 import RCLError
@@ -57,3 +64,23 @@ def spin_until_shutdown(executor: Executor) -> None:
     except RCLError:
         if executor.context.ok():
             raise
+
+
+CPU_REPORT = "{name}: process CPU {user:.2f} s user + {system:.2f} s system"
+_CPU_REPORT_LINE = re.compile(
+    r"^(?P<name>\S+): process CPU (?P<user>[0-9]+\.[0-9]+) s user \+ (?P<system>[0-9]+\.[0-9]+) s system$",
+    re.MULTILINE,
+)
+
+
+def report_cpu_time(name: str) -> None:
+    """Print to stderr the CPU time this process has used so far: user and system seconds of all
+    its threads (DDS and executor threads included), as :data:`CPU_REPORT` with the node's ``name``."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(CPU_REPORT.format(name=name, user=usage.ru_utime, system=usage.ru_stime), file=sys.stderr, flush=True)
+
+
+def cpu_time_reports(text: str) -> dict[str, float]:
+    """Node name -> CPU seconds (user + system) of the :func:`report_cpu_time` lines in ``text`` (a
+    node's log); the last line of a name wins."""
+    return {m["name"]: float(m["user"]) + float(m["system"]) for m in _CPU_REPORT_LINE.finditer(text)}
