@@ -86,8 +86,9 @@ def with_text_cache(config: OvmanConfig, directory: Path, path: Path) -> Path:
     return path
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system of the command and of every process it waited for)."""
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Wall and CPU seconds (user + system of the command and of every process it waited for), and
+    what it wrote to stderr."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
@@ -95,7 +96,8 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()[-3000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stderr.decode(errors="replace")
 
 
 def work_seconds(run_dir: Path) -> float:
@@ -108,9 +110,10 @@ def phase_seconds(run_dir: Path) -> str:
     return ", ".join(f"{k.removesuffix('_s')} {float(work.get(k, 0.0)):.1f}" for k in WORK_KEYS if work.get(k))
 
 
-def node_cpu_seconds(log_dir: Path) -> dict[str, float]:
-    """CPU seconds of every node of a graph run, from the line each prints as it exits."""
-    reports: dict[str, float] = {}
+def node_cpu_seconds(log_dir: Path, stderr: str) -> dict[str, float]:
+    """CPU seconds of every node of a graph run, from the line each prints as it exits: in its log,
+    or in the launcher's stderr for benchmark_node (its output goes to the terminal)."""
+    reports = cpu_time_reports(stderr)
     for log in sorted(log_dir.glob("*.log")):
         reports.update(cpu_time_reports(log.read_text(errors="replace")))
     return reports
@@ -178,9 +181,9 @@ def main() -> None:
             else:
                 command = [*ovman, "launch", "benchmark", *common, "--run-dir", str(run_dir)]
                 command += ["--log-dir", str(work / f"logs-{name}")]
-            walls[name], cpus[name] = timed(command, env)
+            walls[name], cpus[name], stderr = timed(command, env)
             if not name.startswith("in_process"):
-                by_node[name] = node_cpu_seconds(work / f"logs-{name}")
+                by_node[name] = node_cpu_seconds(work / f"logs-{name}", stderr)
             lines[name] = [json.loads(x) for x in (run_dir / RESULTS).read_text().splitlines()]
             works[name] = work_seconds(run_dir)
             phases[name] = phase_seconds(run_dir)
