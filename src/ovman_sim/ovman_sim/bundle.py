@@ -234,7 +234,7 @@ def labels_json(observation: Observation, stamp_ns: int) -> str:
 
 def parse_labels_json(text: str) -> LabelTable:
     """The inverse of :func:`labels_json`; BundleFormatError if malformed."""
-    doc = _load(text, "instance labels")
+    doc = _load(text, "instance labels table")
     try:
         return LabelTable(int(doc["stamp_ns"]), int(doc["step"]), {int(k): str(v) for k, v in doc["labels"].items()})
     except (KeyError, TypeError, ValueError, AttributeError) as err:
@@ -321,7 +321,7 @@ def ground_truth_header(text: str) -> tuple[int, AgentPose]:
         except json.JSONDecodeError:
             break
     if len(values) < len(GROUND_TRUTH_HEADER):
-        values = _load(text, "ground truth")
+        values = _load(text, "ground truth table")
     try:
         pose = values["agent_pose"]
         agent = AgentPose(float(pose["x"]), float(pose["z"]), float(pose["yaw_deg"]), float(pose["horizon_deg"]))
@@ -354,12 +354,12 @@ class GroundTruthParser:
     def parse(self, text: str) -> GroundTruthFrame:
         """The record's frame; BundleFormatError if malformed."""
         split = _split_objects(text)
-        doc = _load(text, "ground truth") if split is None else split[0]
+        doc = _load(text, "ground truth table") if split is None else split[0]
         try:
             pose = doc["agent_pose"]
             key = ("list", doc["objects"]) if split is None else ("text", split[1])
             if self._objects is None or key != self._key:
-                listed = key[1] if split is None else _load_list(key[1])
+                listed = key[1] if split is None else _load(key[1], "ground truth objects", list)
                 self._objects = WorldState.of([object_state_from_dict(o) for o in listed])
                 self._key = key
             return GroundTruthFrame(
@@ -397,16 +397,6 @@ def _split_objects(text: str) -> tuple[dict[str, Any], str] | None:
     return {**head, **tail}, text[start + len(_OBJECTS_FIELD) : end]
 
 
-def _load_list(text: str) -> list[Any]:
-    try:
-        listed = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise BundleFormatError(f"ground truth objects are not valid JSON: {err}") from None
-    if not isinstance(listed, list):
-        raise BundleFormatError(f"ground truth objects must be a JSON list, got {type(listed).__name__}")
-    return listed
-
-
 def object_state_to_dict(obj: ObjectState) -> dict[str, Any]:
     """A JSON-ready dict of one object's state (world frame, metres)."""
     return {
@@ -435,11 +425,14 @@ def _vec3(values: Any) -> Vec3:
     return (x, y, z)
 
 
-def _load(text: str, what: str) -> dict[str, Any]:
+def _load(text: str, what: str, kind: type = dict) -> Any:
+    """``text`` decoded as JSON of ``kind`` (dict: an object, list: a list); BundleFormatError
+    naming ``what`` otherwise."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
-        raise BundleFormatError(f"{what} table is not valid JSON: {err}") from None
-    if not isinstance(doc, dict):
-        raise BundleFormatError(f"{what} table must be a JSON object, got {type(doc).__name__}")
+        raise BundleFormatError(f"{what} is not valid JSON: {err}") from None
+    if not isinstance(doc, kind):
+        expected = "a JSON object" if kind is dict else "a JSON list"
+        raise BundleFormatError(f"{what} must be {expected}, got {type(doc).__name__}")
     return doc
