@@ -33,6 +33,7 @@ from ovman_sim.recording import (
     VisitWriter,
     read_visit,
     read_visit_info,
+    read_visit_raw,
     write_visit,
 )
 from ovman_sim.tours import tour_observations
@@ -102,6 +103,37 @@ def test_round_trip_rebuilds_the_written_observations_and_ground_truth_exactly(r
     for expected, got in zip(frames, back, strict=True):
         assert_same_frame(expected, got)
     assert read_visit_info(path) == (INFO, len(frames))
+
+
+def test_raw_frames_are_the_stored_bytes_with_the_recorded_stamps_and_steps(recorded):
+    path, frames = recorded
+    raw = list(read_visit_raw(path))
+    with (path / f"{path.name}.mcap").open("rb") as stream:
+        stored = [
+            (channel.topic, message.log_time, message.data)
+            for _, channel, message in make_reader(stream).iter_messages()
+        ]
+    assert [(f.stamp_ns, f.step) for f in raw] == [
+        (stamp, frame.observation.step) for stamp, frame in zip(sorted({t for _, t, _ in stored}), frames, strict=True)
+    ]
+    assert [(topic, f.stamp_ns, f.messages[topic]) for f in raw for topic in f.messages] == stored
+    assert set(raw[0].messages) == set(FRAME_TOPICS) | set(STATIC_TOPICS)
+    assert all(set(f.messages) == set(FRAME_TOPICS) for f in raw[1:])
+
+
+def test_a_frame_whose_labels_are_stamped_otherwise_is_refused_by_both_readers(tmp_path, monkeypatch):
+    frames = synthetic_frames(2)
+    monkeypatch.setattr(
+        bundle,
+        "labels_json",
+        lambda observation, stamp: json.dumps({"stamp_ns": stamp + 1, "step": observation.step, "labels": {}}),
+    )
+    path = write_visit(tmp_path / "visit1", INFO, frames)
+    monkeypatch.undo()
+    with pytest.raises(RecordingError, match=f"{path}: frame at stamp .* ns: topic {bundle.INSTANCE_LABELS_TOPIC}"):
+        list(read_visit_raw(path))
+    with pytest.raises(RecordingError, match=f"{path}: frame at stamp .* ns"):
+        list(read_visit(path))
 
 
 def test_recording_is_a_rosbag2_directory_with_version_9_metadata(recorded):
@@ -237,12 +269,13 @@ def copy_recording(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_a_missing_recording_fails_naming_the_path(tmp_path):
+@pytest.mark.parametrize("reader", [read_visit, read_visit_raw])
+def test_a_missing_recording_fails_naming_the_path(tmp_path, reader):
     with pytest.raises(RecordingError, match=re.escape(f"{tmp_path / 'nowhere'}: no recording there")):
-        read_visit(tmp_path / "nowhere")
+        reader(tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
     with pytest.raises(RecordingError, match=r"metadata\.yaml is missing"):
-        read_visit(tmp_path / "empty")
+        reader(tmp_path / "empty")
 
 
 def test_a_truncated_file_fails_at_open_naming_the_file(recorded, tmp_path):
@@ -254,7 +287,10 @@ def test_a_truncated_file_fails_at_open_naming_the_file(recorded, tmp_path):
         read_visit(bad)
 
 
-def test_a_damaged_chunk_fails_naming_the_file_frame_and_topics_instead_of_decoding_wrong_pixels(recorded, tmp_path):
+@pytest.mark.parametrize("reader", [read_visit, read_visit_raw])
+def test_a_damaged_chunk_fails_naming_the_file_frame_and_topics_instead_of_decoding_wrong_pixels(
+    recorded, tmp_path, reader
+):
     path, _ = recorded
     bad = copy_recording(path, tmp_path / "flip")
     storage = bad / "flip.mcap"
@@ -265,14 +301,15 @@ def test_a_damaged_chunk_fails_naming_the_file_frame_and_topics_instead_of_decod
     middle = chunk.chunk_start_offset + chunk.chunk_length // 2
     data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
     storage.write_bytes(bytes(data))
-    frames = read_visit(bad)
+    frames = reader(bad)
     with pytest.raises(
         RecordingError, match=re.escape(f"{bad}: cannot read frame ") + r"\d+ \(topics /camera/.*corrupt"
     ):
         list(frames)
 
 
-def test_a_topic_with_fewer_messages_than_frames_is_reported_as_truncated(recorded, tmp_path):
+@pytest.mark.parametrize("reader", [read_visit, read_visit_raw])
+def test_a_topic_with_fewer_messages_than_frames_is_reported_as_truncated(recorded, tmp_path, reader):
     path, _ = recorded
     bad = copy_recording(path, tmp_path / "short")
     meta = yaml.safe_load((bad / "metadata.yaml").read_text())
@@ -281,7 +318,7 @@ def test_a_topic_with_fewer_messages_than_frames_is_reported_as_truncated(record
     depth["message_count"] -= 1
     (bad / "metadata.yaml").write_text(yaml.safe_dump(meta))
     with pytest.raises(RecordingError, match=f"topic {bundle.DEPTH_TOPIC} has 5 messages for 6 frames"):
-        read_visit(bad)
+        reader(bad)
 
 
 def test_a_bag_without_the_ovman_entry_is_rejected_as_not_a_visit(recorded, tmp_path):

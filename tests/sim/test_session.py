@@ -14,7 +14,7 @@ import pytest
 from ovman_core.config import load_config
 from ovman_core.grid import from_occupancy_fields
 from ovman_core.world_state import AgentPose
-from ovman_sim.recording import read_visit
+from ovman_sim.recording import read_visit, read_visit_raw
 from ovman_sim.session import Mode, SessionError, SimSession
 
 SCENE = "embedded-3"
@@ -105,6 +105,8 @@ def test_nothing_can_be_done_before_a_visit_is_loaded(session):
         session.act("MoveAhead")
     with pytest.raises(SessionError, match="nothing is loaded"):
         session.play()
+    with pytest.raises(SessionError, match="no recording is loaded"):
+        session.play_recorded()
     with pytest.raises(SessionError, match="cannot load scene 'kitchen'"):
         session.load_scene("kitchen")
     assert session.occupancy() is None
@@ -137,6 +139,9 @@ def test_a_played_tour_is_recorded_and_the_recording_plays_back_the_same_frames(
         assert a.observation.pose == b.observation.pose and a.objects == b.objects
     recorded = list(read_visit(tmp_path / "visit"))
     assert [r.observation.step for r in recorded] == [f.observation.step for f in live]
+    stored = list(session.play_recorded())
+    assert [(f.stamp_ns, f.step) for f in stored] == [(f.stamp_ns, f.step) for f in read_visit_raw(tmp_path / "visit")]
+    assert [f.step for f in stored] == [f.observation.step for f in live]
 
 
 def test_a_tour_stopped_early_leaves_no_recording(session, tmp_path):
@@ -166,5 +171,6 @@ def test_playing_a_damaged_recording_fails_as_a_session_error_naming_the_file(se
     middle = len(data) // 2
     data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
     storage.write_bytes(bytes(data))
-    with pytest.raises(SessionError, match=re.escape(f"{tmp_path / 'visit'}: cannot read frame")):
-        list(session.play())
+    for play in (session.play, session.play_recorded):
+        with pytest.raises(SessionError, match=re.escape(f"{tmp_path / 'visit'}: cannot read frame")):
+            list(play())

@@ -41,7 +41,7 @@ import shutil
 import struct
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -125,6 +125,17 @@ class RecordedFrame:
 
     observation: Observation
     objects: WorldState
+
+
+@dataclasses.dataclass(frozen=True)
+class RawFrame:
+    """One recorded frame as stored (:func:`read_visit_raw`): its stamp (integer ns of sim time),
+    its world step (from the labels table), and the CDR bytes (with the encapsulation header, as a
+    serialised ROS 2 message) of every frame topic, and of the static topics at the first frame."""
+
+    stamp_ns: int
+    step: int
+    messages: Mapping[str, bytes]
 
 
 class VisitWriter:
@@ -357,43 +368,102 @@ def read_visit(path: str | os.PathLike[str]) -> Iterator[RecordedFrame]:
     truncated or inconsistent recording.
     """
     path = Path(path)
+    reader, info, frame_count, connections = _opened(path)
+    return _frames(_grouped(reader, path, frame_count, connections, FRAME_TOPICS), path, info)
+
+
+def read_visit_raw(path: str | os.PathLike[str]) -> Iterator[RawFrame]:
+    """Iterate the frames of a recording as stored: CDR bytes and recorded stamps, what ``ros2 bag
+    play`` publishes (the first frame also carries the static topics).
+
+    Checks what playing needs without decoding the images: the metadata (now, as
+    :func:`read_visit`), the storage (chunk CRCs), one message of every frame topic per frame,
+    and each frame's labels table (decoded for its world step: its stamp must be the message
+    time). The images, the camera pose and the ground truth are not decoded; their consumers
+    check them. RecordingError naming the file and topic otherwise.
+    """
+    path = Path(path)
+    reader, _, frame_count, connections = _opened(path)
+    return _raw_frames(_grouped(reader, path, frame_count, connections, {**FRAME_TOPICS, **STATIC_TOPICS}), path)
+
+
+def _frames(groups: Iterator[_Group], path: Path, info: VisitInfo) -> Iterator[RecordedFrame]:
+    clock = bundle.FrameClock(info.step_dt)
+    parser = bundle.GroundTruthParser()
+    for group in groups:
+        stamp = group.stamp_ns
+        messages = {
+            topic: _decode(data, FRAME_TOPICS[topic], path, topic, stamp) for topic, data in group.items.items()
+        }
+        yield _assemble(messages, stamp, path, info, clock, parser)
+
+
+def _raw_frames(groups: Iterator[_Group], path: Path) -> Iterator[RawFrame]:
+    for raw in groups:
+        labels = _decode(
+            raw.items[bundle.INSTANCE_LABELS_TOPIC], STRING, path, bundle.INSTANCE_LABELS_TOPIC, raw.stamp_ns
+        )
+        try:
+            table = bundle.parse_labels_json(labels.data)
+        except BundleFormatError as err:
+            raise RecordingError(
+                f"{path}: frame at stamp {raw.stamp_ns} ns: topic {bundle.INSTANCE_LABELS_TOPIC}: {err}"
+            ) from None
+        if table.stamp_ns != raw.stamp_ns:
+            raise RecordingError(
+                f"{path}: frame at stamp {raw.stamp_ns} ns: topic {bundle.INSTANCE_LABELS_TOPIC}: stamp "
+                f"{table.stamp_ns} ns does not match the message time"
+            )
+        yield RawFrame(raw.stamp_ns, table.step, raw.items)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    """The messages stored at one timestamp (ns): topic -> CDR bytes."""
+
+    stamp_ns: int
+    items: dict[str, bytes]
+
+
+def _opened(path: Path) -> tuple[Reader, VisitInfo, int, dict[str, Any]]:
+    """An open reader of ``path``, its VisitInfo, frame count and checked connections by topic."""
     reader = _open_reader(path)
     try:
         info, frame_count = _info_of(reader, path)
-        connections = _connections_of(reader, path, frame_count)
+        return reader, info, frame_count, _connections_of(reader, path, frame_count)
     except BaseException:
         reader.close()
         raise
-    return _frames(reader, path, info, frame_count, connections)
 
 
-def _frames(
-    reader: Reader, path: Path, info: VisitInfo, frame_count: int, connections: dict[str, Any]
-) -> Iterator[RecordedFrame]:
-    wanted = [c for topic, c in connections.items() if topic in FRAME_TOPICS]
+def _grouped(
+    reader: Reader, path: Path, frame_count: int, connections: dict[str, Any], topics: Mapping[str, str]
+) -> Iterator[_Group]:
+    """The stored messages of ``topics``, one group per timestamp (a frame), in order; each group
+    has every frame topic once (static topics only where written). Closes ``reader``."""
+    wanted = [c for topic, c in connections.items() if topic in topics]
     topic_of = {c.id: c.topic for c in wanted}
-    pending: dict[str, Any] = {}
+    pending: dict[str, bytes] = {}
     stamp: int | None = None
     produced = 0
-    clock = bundle.FrameClock(info.step_dt)
-    parser = bundle.GroundTruthParser()
     try:
-        for connection, timestamp, raw in reader.messages(connections=wanted):
+        for connection, timestamp, data in reader.messages(connections=wanted):
             topic = topic_of[connection.id]
             if stamp is not None and timestamp != stamp:
-                yield _assemble(pending, stamp, path, info, clock, parser)
+                yield _complete(pending, stamp, path)
                 produced += 1
                 pending = {}
             stamp = timestamp
             if topic in pending:
                 raise RecordingError(f"{path}: topic {topic}: two messages at stamp {timestamp} ns (one frame each)")
-            pending[topic] = _decode(raw, connection.msgtype, path, topic, timestamp)
+            pending[topic] = data
         if stamp is not None:
-            yield _assemble(pending, stamp, path, info, clock, parser)
+            yield _complete(pending, stamp, path)
             produced += 1
     except _STORAGE_ERRORS as err:
         # A damaged chunk holds several topics: name those the current frame still lacks.
-        frame, have = (produced + 1, {}) if len(pending) == len(FRAME_TOPICS) else (produced, pending)
+        complete = all(t in pending for t in FRAME_TOPICS)
+        frame, have = (produced + 1, {}) if complete else (produced, pending)
         lacking = ", ".join(t for t in FRAME_TOPICS if t not in have)
         raise RecordingError(
             f"{path}: cannot read frame {frame} (topics {lacking}): the file is corrupt or truncated: "
@@ -405,6 +475,13 @@ def _frames(
         raise RecordingError(f"{path}: truncated: metadata promises {frame_count} frames, the file holds {produced}")
 
 
+def _complete(messages: dict[str, bytes], stamp: int, path: Path) -> _Group:
+    missing = sorted(set(FRAME_TOPICS) - set(messages))
+    if missing:
+        raise RecordingError(f"{path}: frame at stamp {stamp} ns lacks topic(s) {', '.join(missing)}")
+    return _Group(stamp, messages)
+
+
 def _assemble(
     messages: dict[str, Any],
     stamp: int,
@@ -413,9 +490,6 @@ def _assemble(
     clock: bundle.FrameClock,
     parser: bundle.GroundTruthParser,
 ) -> RecordedFrame:
-    missing = sorted(set(FRAME_TOPICS) - set(messages))
-    if missing:
-        raise RecordingError(f"{path}: frame at stamp {stamp} ns lacks topic(s) {', '.join(missing)}")
     where = f"{path}: frame at stamp {stamp} ns"
     info_msg = messages[bundle.CAMERA_INFO_TOPIC]
     try:

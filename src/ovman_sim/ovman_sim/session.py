@@ -19,7 +19,15 @@ from ovman_core.config import OvmanConfig, SimConfig
 from ovman_core.grid import GridError, OccupancyGridFields, grid_from_reachable, to_occupancy_fields
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_sim.bundle import FrameClock
-from ovman_sim.recording import RecordingError, VisitInfo, VisitWriter, read_visit, read_visit_info
+from ovman_sim.recording import (
+    RawFrame,
+    RecordingError,
+    VisitInfo,
+    VisitWriter,
+    read_visit,
+    read_visit_info,
+    read_visit_raw,
+)
 from ovman_sim.tours import tour_observations
 from ovman_sim.world import ActionResult, Observation, World, action_sequence
 
@@ -191,6 +199,25 @@ class SimSession:
             except RecordingError as err:
                 raise SessionError(str(err)) from err
         return self._play(writer)
+
+    def play_recorded(self) -> Iterator[RawFrame]:
+        """Yield the loaded recording's frames as stored, for publishing unchanged (``ros2 bag
+        play``): CDR bytes with their recorded stamps, which restart with every recording instead
+        of following this session's clock. Errors of a damaged recording as SessionError."""
+        if self.mode is not Mode.RECORDING or self._recording is None:
+            raise SessionError(f"play a recording: no recording is loaded (the session holds {self.mode.value})")
+        try:
+            frames = read_visit_raw(self._recording)
+        except RecordingError as err:
+            raise SessionError(str(err)) from err
+        return self._recorded(frames)
+
+    @staticmethod
+    def _recorded(frames: Iterator[RawFrame]) -> Iterator[RawFrame]:
+        try:
+            yield from frames
+        except RecordingError as err:
+            raise SessionError(str(err)) from err
 
     def _play(self, writer: VisitWriter | None) -> Iterator[Frame]:
         try:

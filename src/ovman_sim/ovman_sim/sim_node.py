@@ -21,6 +21,13 @@ that may change at run time (e.g. through ``/sim_node/set_parameters``): a bench
 it on only while a consumer follows a target by sight, so that embodied runs neither render nor
 serialise images nobody reads.
 
+A loaded recording plays as stored, as ``ros2 bag play --clock`` plays it: every recorded
+message's bytes, unchanged (:func:`ovman_sim.recording.read_visit_raw`: nothing is decoded but
+the labels table), at its recorded stamp (stamps restart with each recording instead of following
+this node's clock), and a ``/clock`` per frame; ``/odom`` is not recorded, so it is not played.
+Only when a recording is recorded again (``record_path``) are its frames decoded and published as
+a live frame's.
+
 Playback (``~/play_tour``) waits ``node.play_period_s`` (wall) between frames, a real-time rate for
 RViz and live use. With 0 it publishes as fast as the subscribers keep up: after every
 ``node.qos_depth`` frames it waits until every reliable subscriber has acknowledged all of them (at
@@ -75,6 +82,7 @@ from ovman_sim.messages import (
     tf_message,
     time_msg,
 )
+from ovman_sim.recording import RawFrame
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
 from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
 
@@ -145,6 +153,19 @@ class SimNode(GraphNode):
             self._depth,
             self._rgb,
         )
+        self._stored_publishers = {
+            bundle.TF_STATIC_TOPIC: self._tf_static,
+            bundle.TF_TOPIC: self._tf,
+            bundle.CAMERA_INFO_TOPIC: self._camera_info,
+            bundle.CAMERA_POSE_TOPIC: self._camera_pose,
+            bundle.GROUND_TRUTH_TOPIC: self._ground_truth,
+            bundle.INSTANCE_LABELS_TOPIC: self._labels,
+            bundle.INSTANCES_TOPIC: self._instances,
+            bundle.DEPTH_TOPIC: self._depth,
+            bundle.RGB_TOPIC: self._rgb,
+        }
+        """The publisher of every recorded topic (:data:`ovman_sim.recording.FRAME_TOPICS` and the static
+        ones), in the order a stored frame is published: transforms first, as in a live frame."""
         self.create_service(LoadVisit, LOAD_VISIT_SERVICE, self._on_load_visit)
         self.create_service(Act, ACT_SERVICE, self._on_act)
         self.create_service(ActSequence, ACT_SEQUENCE_SERVICE, self._on_act_sequence)
@@ -254,17 +275,28 @@ class SimNode(GraphNode):
     def _on_play_tour(self, request: PlayTour.Request, response: PlayTour.Response) -> PlayTour.Response:
         settings = self.config.sim_node.node
         period, ack_timeout = settings.play_period_s, Duration(seconds=settings.play_ack_timeout_s)
+        # A recording plays as stored unless it is being recorded again (that needs the frames decoded).
+        as_stored = self.session.mode is Mode.RECORDING and not request.record_path
         count = unchecked = 0
         try:
-            for frame in self.session.play(request.record_path or None, int(request.visit) or 1):
+            frames = (
+                self.session.play_recorded()
+                if as_stored
+                else self.session.play(request.record_path or None, int(request.visit) or 1)
+            )
+            for frame in frames:
                 if count and period > 0.0:
                     time.sleep(period)  # real-time playback (wall time), for watching
                 elif unchecked >= settings.qos_depth:
                     self._wait_acknowledged(ack_timeout)  # the next frame could overwrite one not yet delivered
                     unchecked = 0
-                self._publish(frame)
+                if isinstance(frame, RawFrame):
+                    self._publish_stored(frame)
+                    response.step = frame.step
+                else:
+                    self._publish(frame)
+                    response.step = frame.observation.step
                 count, unchecked = count + 1, unchecked + 1
-                response.step = frame.observation.step
         except SessionError as err:
             response.success, response.message, response.frames = False, str(err), count
             self.get_logger().warning(f"play_tour: {err}")
@@ -315,6 +347,14 @@ class SimNode(GraphNode):
         self._instances.publish(messages.instances)
         self._depth.publish(messages.depth)
         self._rgb.publish(messages.rgb)
+
+    def _publish_stored(self, frame: RawFrame) -> None:
+        """A recorded frame's messages as stored (their bytes), after its /clock."""
+        self._clock_publisher.publish(Clock(clock=time_msg(frame.stamp_ns)))
+        for topic, publisher in self._stored_publishers.items():
+            data = frame.messages.get(topic)
+            if data is not None:
+                publisher.publish(data)
 
     def destroy_node(self) -> None:
         self.session.close()
