@@ -7,13 +7,18 @@ Needs rclpy and the interface packages built into the running venv (scripts/buil
 from __future__ import annotations
 
 import math
+import threading
+import time
 
 import pytest
 
 from .processes import NodeProcess
 
 try:
-    from ovman_eval.benchmark_node import LOAD_VISIT_SERVICE, BenchmarkNode
+    import rclpy
+    from rcl_interfaces.srv import GetParameters
+
+    from ovman_eval.benchmark_node import LOAD_VISIT_SERVICE, BenchmarkNode, GraphCallError
     from ovman_interfaces.srv import LoadVisit
     from ovman_sim.messages import floor_pose_msg
 except ImportError as error:  # pragma: no cover - depends on the environment
@@ -84,3 +89,31 @@ def test_a_target_followed_by_sight_starts_from_the_start_view(sim_node: NodePro
         node.destroy_node()
     assert target == expected  # the goal is sent to the sighting's point and footprint
     assert (first.pose.x, first.pose.z) == (pose.x, pose.z)  # seen through a Stop at the start
+
+
+def test_the_start_up_handshake_sends_again_until_answered_and_names_a_node_that_never_answers(rclpy_context) -> None:
+    node = BenchmarkNode(CONFIG, context=rclpy_context)
+    server = rclpy.create_node("late_server", context=rclpy_context)
+    node._executor.add_node(server)
+    try:
+        # The service appears after the first requests went out: only a request sent again is answered.
+        retry = CONFIG.benchmark_node.node.handshake_retry_s
+        appear = threading.Timer(
+            1.5 * retry, server.create_service, (GetParameters, "/late_server/probe", lambda _, reply: reply)
+        )
+        client = node.create_client(GetParameters, "/late_server/probe")
+        start = time.monotonic()
+        appear.start()
+        node._handshake("/late_server", client, start + 30.0)
+        assert 1.5 * retry <= time.monotonic() - start < 30.0
+
+        absent = node.create_client(GetParameters, "/absent_node/get_parameters")
+        start = time.monotonic()
+        with pytest.raises(GraphCallError, match="/absent_node did not answer /absent_node/get_parameters"):
+            node._handshake("/absent_node", absent, start + 2.5 * retry)
+        assert time.monotonic() - start >= 2.5 * retry
+    finally:
+        appear.cancel()
+        node._executor.remove_node(server)
+        server.destroy_node()
+        node.destroy_node()

@@ -395,6 +395,7 @@ class BenchmarkNodeParams:
     navigate_timeout_s: float
     message_timeout_s: float
     camera_retry_s: float
+    handshake_retry_s: float
     groups_ahead: int
     shutdown_timeout_s: float
 

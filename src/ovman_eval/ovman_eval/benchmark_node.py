@@ -85,7 +85,10 @@ from ovman_eval.dataset import DatasetError, read_episodes
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.graph import (
     BENCHMARK_NODE,
+    MAPPING_NODE,
+    NAV_NODE,
     PLAYER_NODE,
+    QUERY_NODE,
     RUN_DATASET,
     RUN_DIR,
     RUN_OUTPUT,
@@ -276,6 +279,10 @@ class BenchmarkNode(GraphNode):
         self.waits = self.config.benchmark_node.node
         if self.waits.groups_ahead < 1:
             raise ConfigError(f"benchmark_node.node.groups_ahead must be at least 1, got {self.waits.groups_ahead}")
+        if not self.waits.handshake_retry_s > 0.0:
+            raise ConfigError(
+                f"benchmark_node.node.handshake_retry_s must be positive seconds, got {self.waits.handshake_retry_s}"
+            )
         self._executor = SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self)
         # The process's --ros-args (node name remap, params file) are this node's, not the commander's.
@@ -298,6 +305,11 @@ class BenchmarkNode(GraphNode):
             SIM_GET_PARAMETERS: self.create_client(GetParameters, SIM_GET_PARAMETERS),
             SIM_SET_PARAMETERS: self.create_client(SetParameters, SIM_SET_PARAMETERS),
         }
+        self._handshake_clients = {SIM_NODE: self.clients_by_name[SIM_GET_PARAMETERS]} | {
+            f"/{node}": self.create_client(GetParameters, f"/{node}/get_parameters")
+            for node in (PLAYER_NODE, MAPPING_NODE, QUERY_NODE, NAV_NODE)
+        }
+        """Each server node's parameter service: what :meth:`wait_for_graph` shakes hands with."""
         self.maps: dict[int, list[InstanceMapMsg]] = {1: [], 2: []}
         self.map_counts = {1: 0, 2: 0}
         for visit in (1, 2):
@@ -398,17 +410,40 @@ class BenchmarkNode(GraphNode):
         return future.result()
 
     def wait_for_graph(self) -> None:
-        """Every service and the Navigate action, within ``node.start_timeout_s`` (nodes load models)."""
+        """Every service and the Navigate action, within ``node.start_timeout_s`` (nodes load models), then a
+        handshake with every node (:meth:`_handshake`) before the first real call."""
         deadline = time.monotonic() + self.waits.start_timeout_s
         for name, client in self.clients_by_name.items():
             if not client.wait_for_service(timeout_sec=max(deadline - time.monotonic(), 0.0)):
                 raise GraphCallError(f"service {name} is not available; is its node running?")
         if not self.commander.nav_client.wait_for_server(timeout_sec=max(deadline - time.monotonic(), 0.0)):
             raise GraphCallError("action /ovman/navigate is not available; is nav_node running?")
+        for node, client in self._handshake_clients.items():
+            self._handshake(node, client, deadline)
         values = self.call(SIM_GET_PARAMETERS, GetParameters.Request(names=[SIM_ACT_CAMERA])).values
         if len(values) != 1 or values[0].type != ParameterType.PARAMETER_BOOL:
             raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA} (a bool)")
         self.sim_act_camera = bool(values[0].bool_value)
+
+    def _handshake(self, node: str, client: Client, deadline: float) -> None:
+        """Wait until ``node`` answers a request that changes nothing (its parameters, none named),
+        sent again every ``node.handshake_retry_s`` until ``deadline`` (monotonic s).
+
+        A discovered service can still lose its first answers: rmw_fastrtps drops a reply when the
+        server's reply writer has not matched this client's reply reader within ~100 ms, and
+        ``wait_for_service`` only sees this side's match. An answer shows that ``node``'s process
+        has matched this node's endpoints, whose discovery it learns at once."""
+        while True:
+            future = client.call_async(GetParameters.Request(names=[]))
+            wait = min(self.waits.handshake_retry_s, max(deadline - time.monotonic(), 0.0))
+            self._executor.spin_until_future_complete(future, timeout_sec=wait)
+            if future.done():
+                return
+            client.remove_pending_request(future)
+            if time.monotonic() >= deadline:
+                raise GraphCallError(
+                    f"{node} did not answer {client.srv_name} within node.start_timeout_s; is it running?"
+                )
 
     def set_sim_act_camera(self, on: bool) -> None:
         """Turn sim_node's camera bundle after each Act on or off (and wait until it is)."""
