@@ -418,27 +418,28 @@ class BenchmarkNode(GraphNode):
                 raise GraphCallError(f"service {name} is not available; is its node running?")
         if not self.commander.nav_client.wait_for_server(timeout_sec=max(deadline - time.monotonic(), 0.0)):
             raise GraphCallError("action /ovman/navigate is not available; is nav_node running?")
-        for node, client in self._handshake_clients.items():
-            self._handshake(node, client, deadline)
-        values = self.call(SIM_GET_PARAMETERS, GetParameters.Request(names=[SIM_ACT_CAMERA])).values
+        answers = {node: self._handshake(node, client, deadline) for node, client in self._handshake_clients.items()}
+        values = answers[SIM_NODE].values
         if len(values) != 1 or values[0].type != ParameterType.PARAMETER_BOOL:
             raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA} (a bool)")
         self.sim_act_camera = bool(values[0].bool_value)
 
-    def _handshake(self, node: str, client: Client, deadline: float) -> None:
-        """Wait until ``node`` answers a request that changes nothing (its parameters, none named),
-        sent again every ``node.handshake_retry_s`` until ``deadline`` (monotonic s).
+    def _handshake(self, node: str, client: Client, deadline: float) -> GetParameters.Response:
+        """``node``'s answer to a request that changes nothing (its parameters: sim_node's
+        ``node.act_camera``, none of the others), sent again every ``node.handshake_retry_s`` until
+        ``deadline`` (monotonic s).
 
         A discovered service can still lose its first answers: rmw_fastrtps drops a reply when the
         server's reply writer has not matched this client's reply reader within ~100 ms, and
         ``wait_for_service`` only sees this side's match. An answer shows that ``node``'s process
         has matched this node's endpoints, whose discovery it learns at once."""
         while True:
-            future = client.call_async(GetParameters.Request(names=[]))
+            names = [SIM_ACT_CAMERA] if node == SIM_NODE else []
+            future = client.call_async(GetParameters.Request(names=names))
             wait = min(self.waits.handshake_retry_s, max(deadline - time.monotonic(), 0.0))
             self._executor.spin_until_future_complete(future, timeout_sec=wait)
             if future.done():
-                return
+                return future.result()
             client.remove_pending_request(future)
             if time.monotonic() >= deadline:
                 raise GraphCallError(
