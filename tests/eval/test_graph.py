@@ -82,7 +82,10 @@ def test_the_player_plays_the_tours_on_its_own_topics_and_mapping_node_maps_thos
     assert (player.module, player.parameters) == (sim.module, sim.parameters)  # a second sim_node
     played = dict(player.remappings)
     assert played == {t: "/player" + t for t in bundle.PUBLISHED_TOPICS}  # nothing on sim_node's topics
-    assert dict(nodes["mapping_node"].remappings) == {t: played[t] for t in bundle.CAMERA_TOPICS}
+    # mapping_node takes the player's frames as one CameraBundle each.
+    assert dict(nodes["mapping_node"].remappings) == {bundle.CAMERA_BUNDLE_TOPIC: played[bundle.CAMERA_BUNDLE_TOPIC]}
+    assert nodes["mapping_node"].parameters["node.camera_input"] == "bundle"
+    assert player.parameters["node.camera_output"] == "bundle"
     assert all(not n.remappings for n in nodes.values() if n.name not in ("player", "mapping_node"))
 
 
@@ -92,6 +95,7 @@ def test_with_rviz_sim_node_keeps_real_time_playback_and_the_camera_after_every_
     assert watched["node.play_period_s"] == config.sim_node.node.play_period_s > 0.0
     assert watched["node.act_camera"] is config.sim_node.node.act_camera is True
     assert watched["node.qos_depth"] == config.sim_node.node.qos_depth
+    assert watched["node.camera_output"] == "both"  # RViz shows the standard camera topics
     mapping = {n.name: n for n in graph.benchmark_graph(config, options(dataset, rviz=True))}["mapping_node"]
     assert mapping.parameters["node.qos_keep_all"] is config.mapping_node.node.qos_keep_all is False
     arguments = {a.name: a.default for a in graph.LAUNCH_ARGUMENTS} | {"dataset": str(dataset), "rviz": "true"}
@@ -110,13 +114,10 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
             "node.play_period_s": 0.0,
             "node.act_camera": False,
             "node.qos_depth": config.mapping_node.node.qos_depth,
+            "node.camera_output": "bundle",
         },
         # Lossless: sim_node's acknowledgements say a frame arrived, not that it was fused.
-        "mapping_node": {
-            "node.start_visit": 0,
-            "node.sync_max_pending": config.mapping_node.node.qos_depth,
-            "node.qos_keep_all": True,
-        },
+        "mapping_node": {"node.start_visit": 0, "node.camera_input": "bundle", "node.qos_keep_all": True},
         "query_node": {},
         "nav_node": {"navigation.scene": ""},
     }

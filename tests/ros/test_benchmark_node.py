@@ -64,8 +64,12 @@ def in_view(world: EmbeddedWorld) -> tuple[AgentPose, ObjectState, str]:
     return pose, instance, label
 
 
-def test_a_target_followed_by_sight_starts_from_the_start_view(sim_node: NodeProcess, rclpy_context) -> None:
-    # sim_node as configured: nothing loaded, the camera published after every Act.
+@pytest.mark.parametrize("sim_parameters", [[], ["node.camera_output:=bundle"]], ids=["topics", "bundle"])
+def test_a_target_followed_by_sight_starts_from_the_start_view(
+    sim_node: NodeProcess, rclpy_context, sim_parameters: list[str]
+) -> None:
+    # sim_node as configured: nothing loaded, the camera published after every Act, on the six
+    # standard topics or as one CameraBundle.
     world = EmbeddedWorld(CONFIG.sim_node)
     pose, instance, label = in_view(world)
     guess = (instance.floor[0] + OFFSET_M, instance.floor[1])
@@ -77,6 +81,7 @@ def test_a_target_followed_by_sight_starts_from_the_start_view(sim_node: NodePro
     assert expected is not None and math.dist(expected.point, guess) > 0.0  # the start view moves the estimate
 
     node = BenchmarkNode(CONFIG, context=rclpy_context)
+    node.sim_camera_bundle = bool(sim_parameters)  # what wait_for_graph reads from sim_node
     try:
         for name in ("/sim_node/load_visit", "/sim_node/act"):
             assert node.clients_by_name[name].wait_for_service(timeout_sec=START_TIMEOUT_S), sim_node.diagnosis()

@@ -21,7 +21,7 @@ try:
     from unique_identifier_msgs.msg import UUID
 
     from ovman_interfaces.action import Navigate
-    from ovman_interfaces.msg import ChangeSet, Instance, InstanceChange, InstanceMap, TargetUpdate
+    from ovman_interfaces.msg import CameraBundle, ChangeSet, Instance, InstanceChange, InstanceMap, TargetUpdate
     from ovman_interfaces.srv import ActSequence, MapVisit, Query
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -435,6 +435,15 @@ FIELDS = {
         "step": "uint64",
     },
     TFMessage: {"transforms": "sequence<geometry_msgs/TransformStamped>"},
+    # The members with 8-byte fields first (ovman_sim.bundle_cdr composes it from recorded CDR).
+    CameraBundle: {
+        "pose": "geometry_msgs/PoseStamped",
+        "camera_info": "sensor_msgs/CameraInfo",
+        "rgb": "sensor_msgs/Image",
+        "depth": "sensor_msgs/Image",
+        "instances": "sensor_msgs/Image",
+        "labels": "std_msgs/String",
+    },
 }
 
 

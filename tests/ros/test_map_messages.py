@@ -11,6 +11,7 @@ from scipy.spatial.transform import Rotation
 
 try:
     from builtin_interfaces.msg import Time
+    from rclpy.serialization import serialize_message
     from visualization_msgs.msg import Marker
 
     from ovman_interfaces.msg import InstanceChange
@@ -25,10 +26,12 @@ try:
         instance_map_msg,
         map_markers,
         observation_from_bundle,
+        observation_from_camera_bundle,
         observation_from_topics,
     )
     from ovman_query.query_messages import answer_markers, change_set_msg, check_answer_style, response_msg
-    from ovman_sim.messages import bundle_messages
+    from ovman_sim import bundle_cdr
+    from ovman_sim.messages import bundle_messages, camera_bundle_msg, camera_messages, header_msg
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -108,6 +111,27 @@ def test_a_bundle_keyed_by_topic_gives_the_same_observation():
     got, expected = observation_from_topics(items, FRAMES.map), from_bundle(messages)
     assert (got.pose, got.step, got.segment_labels) == (expected.pose, expected.step, expected.segment_labels)
     assert np.array_equal(got.rgb, expected.rgb) and np.array_equal(got.depth, expected.depth, equal_nan=True)
+
+
+def test_a_camera_bundle_message_gives_the_same_observation_as_rclpy_or_as_bundle_cdr_reads_it():
+    messages = bundle_messages(observation(90.0, 30.0), WorldState.of([]), 4_100_000_000, FRAMES)
+    expected = from_bundle(messages)
+    combined = camera_bundle_msg(camera_messages(messages))
+    for message in (combined, bundle_cdr.decode(serialize_message(combined))):
+        stamp, got = observation_from_camera_bundle(message, FRAMES.map)
+        assert stamp == 4_100_000_000
+        assert (got.pose, got.step, got.segment_labels, got.intrinsics) == (
+            expected.pose,
+            expected.step,
+            expected.segment_labels,
+            expected.intrinsics,
+        )
+        assert np.array_equal(got.rgb, expected.rgb) and np.array_equal(got.segments, expected.segments)
+        assert np.array_equal(got.depth, expected.depth, equal_nan=True)
+        assert got.rgb.flags.writeable and got.depth.flags.writeable  # copies, not views of the received bytes
+    combined.depth.header = header_msg(4_100_000_001, FRAMES.optical)  # the images shared one header object
+    with pytest.raises(MapMessageError, match=f"{bundle.DEPTH_TOPIC} 4100000001"):
+        observation_from_camera_bundle(combined, FRAMES.map)
 
 
 def test_any_level_camera_pose_is_recovered_to_float_precision():

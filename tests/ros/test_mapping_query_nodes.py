@@ -1,4 +1,5 @@
-"""mapping_node and query_node over a real DDS graph, fed a recorded episode by sim_node.
+"""mapping_node and query_node over a real DDS graph, fed a recorded episode by sim_node (on the
+six standard camera topics, and as one CameraBundle per frame).
 
 Two visits of an embedded home are recorded here (a vase moved 4+ m, a chair removed between
 them). sim_node, mapping_node and query_node run as processes; this process opens each visit on
@@ -172,9 +173,12 @@ class Graph:
     finished: tuple[MapVisit.Response, MapVisit.Response]
 
 
-@pytest.fixture(scope="module")
-def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
-    """The three nodes with the recorded episode mapped; queries taken before and between visits."""
+@pytest.fixture(scope="module", params=["topics", "bundle"])
+def graph(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
+    """The three nodes with the recorded episode mapped; queries taken before and between visits.
+    The frames travel on the six standard camera topics, or as one CameraBundle each (the param:
+    sim_node's node.camera_output and mapping_node's node.camera_input)."""
+    camera = request.param
     directory = tmp_path_factory.mktemp("mapping_query")
     log_dir = directory / "ros_log"
     log_dir.mkdir()
@@ -189,13 +193,18 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graph]:
         env.delenv("ROS_STATIC_PEERS", raising=False)
         processes = [
             # Unpaced playback: sim_node publishes as fast as its acknowledgement window lets it.
-            node_process("sim_node", "ovman_sim.sim_node", ["node.play_period_s:=0.0", "node.qos_depth:=4"], directory),
+            node_process(
+                "sim_node",
+                "ovman_sim.sim_node",
+                ["node.play_period_s:=0.0", "node.qos_depth:=4", f"node.camera_output:={camera}"],
+                directory,
+            ),
             # A history of one bundle that keeps every bundle until fused: nothing of a tour is lost
             # although it arrives faster than it is fused (acknowledged on arrival, not on fusion).
             node_process(
                 "mapping_node",
                 "ovman_mapping.mapping_node",
-                ["node.qos_depth:=1", "node.qos_keep_all:=true"],
+                ["node.qos_depth:=1", "node.qos_keep_all:=true", f"node.camera_input:={camera}"],
                 directory,
             ),
             node_process("query_node", "ovman_query.query_node", [], directory),
@@ -416,3 +425,15 @@ def test_finish_visit_times_out_while_bundles_keep_being_served_and_the_visit_st
     assert "visit 1 stays open: timed out after 1.0 s waiting for 5 bundles" in timed_out.message
     other = probe.call("finish_visit", MapVisit.Request(visit=2, expected_frames=1))
     assert not other.success and "cannot finish visit 2: visit 1 is open" in other.message
+
+
+def test_an_unknown_camera_input_is_refused_naming_the_key_before_a_model_loads(rclpy_context):
+    from ovman_core.config import ConfigError
+    from ovman_mapping.mapping_node import MappingNode
+
+    mapping = CONFIG.mapping_node
+    config = dataclasses.replace(
+        CONFIG, mapping_node=dataclasses.replace(mapping, node=dataclasses.replace(mapping.node, camera_input="both"))
+    )
+    with pytest.raises(ConfigError, match=r"mapping_node node.camera_input must be one of topics, bundle, got 'both'"):
+        MappingNode(config, context=rclpy_context)

@@ -11,8 +11,12 @@ try:
     from geometry_msgs.msg import Pose
 
     from ovman_sim.messages import (
+        CAMERA_MESSAGES,
         MessageError,
         bundle_messages,
+        camera_bundle_items,
+        camera_bundle_msg,
+        camera_messages,
         header_msg,
         image_array,
         image_msg,
@@ -65,9 +69,9 @@ def test_an_image_whose_step_disagrees_with_its_data_is_rejected():
         image_array(message)
 
 
-def test_a_bundle_stamps_every_message_alike_and_carries_the_intrinsics():
-    k = Intrinsics.from_vertical_fov(8, 6, 90.0)
-    obs = Observation(
+def small_observation() -> Observation:
+    """An 8x6 frame of one segment at step 7."""
+    return Observation(
         rgb=np.zeros((6, 8, 3), np.uint8),
         depth=np.ones((6, 8), np.float32),
         segments=np.ones((6, 8), np.int32),
@@ -75,9 +79,14 @@ def test_a_bundle_stamps_every_message_alike_and_carries_the_intrinsics():
         segment_instances={1: "Box|1"},
         pose=AgentPose(0.5, 1.0, 90.0, 30.0),
         camera_position=(0.5, 1.5, 1.0),
-        intrinsics=k,
+        intrinsics=Intrinsics.from_vertical_fov(8, 6, 90.0),
         step=7,
     )
+
+
+def test_a_bundle_stamps_every_message_alike_and_carries_the_intrinsics():
+    obs = small_observation()
+    k = obs.intrinsics
     stamp = 700_000_000
     messages = bundle_messages(obs, WorldState.of([]), stamp, FRAMES)
     headers = [messages.rgb.header, messages.depth.header, messages.instances.header, messages.camera_info.header]
@@ -90,6 +99,42 @@ def test_a_bundle_stamps_every_message_alike_and_carries_the_intrinsics():
     assert messages.odom.header.frame_id == FRAMES.odom and messages.odom.child_frame_id == FRAMES.base
     p = messages.odom.pose.pose.position
     assert (p.x, p.y, p.z) == (1.0, -0.5, 0.0)
+
+
+def test_a_camera_bundle_holds_the_six_camera_messages_and_gives_them_back_by_topic():
+    obs = small_observation()
+    stamp = 700_000_000
+
+    def fresh() -> dict:
+        return camera_messages(bundle_messages(obs, WorldState.of([]), stamp, FRAMES))
+
+    camera = fresh()
+    assert set(camera) == set(CAMERA_MESSAGES) and all(type(m) is CAMERA_MESSAGES[t] for t, m in camera.items())
+    got_stamp, items = camera_bundle_items(camera_bundle_msg(camera))
+    assert got_stamp == stamp
+    assert items[bundle.INSTANCE_LABELS_TOPIC] == bundle.parse_labels_json(camera[bundle.INSTANCE_LABELS_TOPIC].data)
+    assert {t: m for t, m in items.items() if t != bundle.INSTANCE_LABELS_TOPIC} == {
+        t: m for t, m in camera.items() if t != bundle.INSTANCE_LABELS_TOPIC
+    }
+    # Every message must carry the bundle's (its colour image's) stamp; the one that does not is named.
+    for topic in (bundle.CAMERA_INFO_TOPIC, bundle.CAMERA_POSE_TOPIC, bundle.DEPTH_TOPIC, bundle.INSTANCES_TOPIC):
+        shifted = camera_bundle_msg(fresh())
+        member = {
+            bundle.CAMERA_INFO_TOPIC: shifted.camera_info,
+            bundle.CAMERA_POSE_TOPIC: shifted.pose,
+            bundle.DEPTH_TOPIC: shifted.depth,
+            bundle.INSTANCES_TOPIC: shifted.instances,
+        }[topic]
+        member.header = header_msg(stamp + 1_000_000_000, member.header.frame_id)  # headers may be shared
+        with pytest.raises(MessageError, match=f"stamped otherwise: {topic} 1700000000 ns"):
+            camera_bundle_items(shifted)
+    relabelled = camera_bundle_msg(fresh())
+    relabelled.labels.data = json.dumps({"stamp_ns": stamp + 1, "step": 7, "labels": {}})
+    with pytest.raises(MessageError, match=f"{bundle.INSTANCE_LABELS_TOPIC} {stamp + 1} ns"):
+        camera_bundle_items(relabelled)
+    relabelled.labels.data = "{not json"
+    with pytest.raises(MessageError, match=f"camera bundle at {stamp} ns: .*labels table"):
+        camera_bundle_items(relabelled)
 
 
 def test_occupancy_grid_message_carries_the_fields_of_the_reachable_grid():

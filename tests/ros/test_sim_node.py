@@ -31,15 +31,18 @@ try:
     from std_msgs.msg import String
     from tf2_msgs.msg import TFMessage
 
+    from ovman_interfaces.msg import CameraBundle
     from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
+    from ovman_sim import bundle_cdr
     from ovman_sim.messages import floor_pose_msg, image_array, stamp_of, start_pose_from_msg
+    from ovman_sim.sim_node import SimNode
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
     ) from error
 
 from ovman_core.camera import Intrinsics
-from ovman_core.config import load_config
+from ovman_core.config import ConfigError, load_config
 from ovman_sim import bundle
 from ovman_sim.recording import read_visit, read_visit_raw
 
@@ -339,3 +342,73 @@ def test_act_publishes_the_camera_only_while_act_camera_is_on_and_unpaced_play_l
         CALL_TIMEOUT_S,
     )
     assert probe.count[bundle.RGB_TOPIC] == 2 + toured.frames  # the loaded scene, the second action, the tour
+
+
+@pytest.mark.parametrize("sim_parameters", [[*SIM_PARAMETERS, "node.camera_output:=both"]], ids=["both"])
+def test_the_camera_bundle_holds_the_six_camera_messages_live_and_replayed(probe: Probe, sim_node, tmp_path):
+    bundles: dict[int, CameraBundle] = {}
+    probe.node.create_subscription(
+        CameraBundle,
+        bundle.CAMERA_BUNDLE_TOPIC,
+        lambda message: bundles.__setitem__(stamp_of(message.rgb.header), message),
+        FRAMES_QOS,
+    )
+
+    def same_as_topics(stamps: list[int]) -> None:
+        for stamp in stamps:
+            got = probe.by_stamp[stamp]
+            for member, topic, _ in bundle_cdr.MEMBERS:
+                assert getattr(bundles[stamp], member) == got[topic], (stamp, member)
+
+    record = tmp_path / "visit1"
+    toured = probe.call("play_tour", PlayTour.Request(record_path=str(record), visit=1))
+    assert toured.success, toured.message
+    probe.spin_until(
+        lambda: len(probe.complete_stamps()) == 1 + toured.frames and len(bundles) == 1 + toured.frames,
+        "every frame of the tour (the loaded scene's too) on the six topics and as a bundle",
+        CALL_TIMEOUT_S,
+    )
+    assert sorted(bundles) == probe.complete_stamps()
+    same_as_topics(probe.complete_stamps())
+
+    # Replayed as stored: the bundle is composed of the recorded bytes of the six messages.
+    assert probe.call("load_visit", LoadVisit.Request(recording=str(record))).success
+    probe.by_stamp.clear()
+    bundles.clear()
+    replayed = probe.call("play_tour", PlayTour.Request())
+    assert replayed.success and replayed.frames == toured.frames, replayed.message
+    stored = [frame.stamp_ns for frame in read_visit_raw(record)]
+    camera = set(bundle.CAMERA_TOPICS)
+    probe.spin_until(
+        lambda: all(camera <= set(probe.by_stamp.get(s, ())) for s in stored) and sorted(bundles) == stored,
+        "every replayed frame on the six topics and as a bundle",
+        CALL_TIMEOUT_S,
+    )
+    same_as_topics(stored)
+
+
+@pytest.mark.parametrize("sim_parameters", [[*SIM_PARAMETERS, "node.camera_output:=bundle"]], ids=["bundle"])
+def test_with_the_bundle_output_the_standard_camera_topics_have_no_publisher(probe: Probe, sim_node):
+    probe.spin_until(
+        lambda: (
+            probe.node.count_publishers(bundle.CAMERA_BUNDLE_TOPIC) == 1
+            and probe.node.count_publishers(bundle.ODOM_TOPIC) == 1
+        ),
+        "sim_node's /camera/bundle and /odom publishers",
+        START_TIMEOUT_S,
+    )
+    assert {topic: probe.node.count_publishers(topic) for topic in bundle.CAMERA_TOPICS} == dict.fromkeys(
+        bundle.CAMERA_TOPICS, 0
+    )
+
+
+def test_an_unknown_camera_output_is_refused_naming_the_key(rclpy_context):
+    config = dataclasses.replace(
+        CONFIG,
+        sim_node=dataclasses.replace(
+            CONFIG.sim_node, node=dataclasses.replace(CONFIG.sim_node.node, camera_output="images")
+        ),
+    )
+    expected = r"sim_node.node.camera_output must be one of topics, bundle, both, got 'images'"
+    with pytest.raises(ConfigError, match=expected):
+        SimNode(config, context=rclpy_context)

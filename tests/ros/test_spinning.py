@@ -84,7 +84,7 @@ def test_every_node_is_a_graph_node_that_follows_ros_qos_event_warnings(rclpy_co
     for chosen, handlers in ((config, 0), (loud, 2)):
         node = SimNode(chosen, context=rclpy_context)
         try:
-            assert len(node._rgb.event_handlers) == handlers
+            assert len(node._odom.event_handlers) == handlers
         finally:
             node.destroy_node()
 

@@ -168,6 +168,7 @@ class SimNodeConfig:
     play_period_s: float
     play_ack_timeout_s: float
     act_camera: bool
+    camera_output: str
     qos_depth: int
     scene: str
     recording: str
@@ -230,8 +231,9 @@ class EncoderConfig:
 
 @dataclasses.dataclass(frozen=True)
 class MappingNodeParams:
-    """mapping_node's ROS side: subscription depth, synchroniser bound, visit control (seconds)."""
+    """mapping_node's ROS side: camera input, subscription depth, synchroniser bound, visit control (seconds)."""
 
+    camera_input: str
     qos_depth: int
     qos_keep_all: bool
     sync_max_pending: int

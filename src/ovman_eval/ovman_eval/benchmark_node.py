@@ -27,8 +27,10 @@ the other nodes:
    ``Stop`` through ``/sim_node/act`` (which neither advances time nor the mover) marks the frame
    to read them from. Ground-truth frames are decoded only as far as every frame is needed (stamp
    and agent pose); every object's state is parsed only for the frames it is read from. The node
-   subscribes to sim_node's camera bundle when a map arm first follows a moving target by sight,
-   Stopping until the bundle of a Stop arrives (the new subscriptions are matched); when sim_node
+   subscribes to sim_node's camera bundle when a map arm first follows a moving target by sight
+   (``/camera/bundle`` when sim_node's ``node.camera_output`` publishes it, as in the graph, else
+   the six camera topics, synchronised), Stopping until the bundle of a Stop arrives (the new
+   subscriptions are matched); when sim_node
    starts with ``node.act_camera`` false (the graph does unless RViz watches), its camera bundle
    after each action is turned on (``/sim_node/set_parameters``) only while such an arm follows,
    and off again after.
@@ -121,22 +123,29 @@ from ovman_eval.runner import (
 )
 from ovman_eval.stepwise import StepsT, Stepwise, Wait, WaitTimeoutError
 from ovman_eval.tracking import LabelTracker
-from ovman_interfaces.msg import ChangeSet
+from ovman_interfaces.msg import CameraBundle, ChangeSet
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import Act, LoadVisit, MapVisit, PlayTour, Query
 from ovman_mapping.bundle_sync import StampSynchronizer
 from ovman_mapping.instances import InstanceMap
-from ovman_mapping.map_messages import MAP_TOPIC, instance_map_from_msg, map_uid, observation_from_topics
+from ovman_mapping.map_messages import (
+    MAP_TOPIC,
+    instance_map_from_msg,
+    map_uid,
+    observation_from_camera_bundle,
+    observation_from_topics,
+)
 from ovman_nav.commander import OvmanCommander
 from ovman_nav.executor import NavError, NavTarget
 from ovman_nav.nav_node import occupancy_fields
 from ovman_query.arms import PARSE_FAILED, Arm
 from ovman_query.decisions import Prediction
 from ovman_query.query_messages import CHANGES_TOPIC, QUERY_SERVICE, floor_point_msg
-from ovman_sim import bundle
+from ovman_sim import bundle, bundle_cdr
 from ovman_sim.bundle import (
     BundleFormatError,
     GroundTruthFrame,
+    camera_outputs,
     ground_truth_header,
     object_state_from_dict,
     object_state_to_dict,
@@ -158,6 +167,8 @@ SIM_NODE = "/sim_node"
 SIM_GET_PARAMETERS = f"{SIM_NODE}/get_parameters"
 SIM_SET_PARAMETERS = f"{SIM_NODE}/set_parameters"
 SIM_ACT_CAMERA = "node.act_camera"
+SIM_CAMERA_OUTPUT = "node.camera_output"
+"""Where sim_node's camera frames go (:func:`ovman_sim.bundle.camera_outputs`)."""
 """sim_node's run-time switch of the camera bundle after each Act (see :mod:`ovman_sim.sim_node`)."""
 RUN_PARAMETERS: dict[str, Any] = {RUN_DATASET: "", RUN_OUTPUT: "runs", RUN_DIR: "", RUN_STATIC_ONLY: False}
 SPIN_PERIOD_S = 0.02
@@ -329,6 +340,8 @@ class BenchmarkNode(GraphNode):
         self._preparing: _Preparation | None = None
         self._preparing_error: GraphCallError | BenchmarkError | None = None
         self._camera_sync: StampSynchronizer[Any] | None = None
+        """While a target is followed by sight (None otherwise): the synchroniser of sim_node's six
+        camera topics (idle when the camera arrives as one CameraBundle)."""
         self._camera_observations: list[tuple[int, Observation]] = []
         self._camera_subscribed = False
         self._follow: Callable[[], None] | None = None
@@ -336,6 +349,9 @@ class BenchmarkNode(GraphNode):
         self._retargets = 0
         self.sim_act_camera = True
         """sim_node's node.act_camera as it started (read in :meth:`wait_for_graph`)."""
+        self.sim_camera_bundle = False
+        """Whether sim_node publishes its camera as one CameraBundle (node.camera_output, read in
+        :meth:`wait_for_graph`): followed by sight through that, else through the six topics."""
 
     # ---------------------------------------------------------------- parameters
 
@@ -385,12 +401,18 @@ class BenchmarkNode(GraphNode):
             item, stamp = message, stamp_of(message.header)
         complete = self._camera_sync.add(topic, stamp, item)
         if complete is not None:
-            items = complete.items
-            self._camera_observations.append(
-                (complete.stamp_ns, observation_from_topics(items, self.config.frames.map))
-            )
-            if self._follow is not None:
-                self._follow()
+            observation = observation_from_topics(complete.items, self.config.frames.map)
+            self._add_camera_observation(complete.stamp_ns, observation)
+
+    def _on_camera_bundle(self, data: bytes) -> None:
+        if self._camera_sync is None:
+            return
+        self._add_camera_observation(*observation_from_camera_bundle(bundle_cdr.decode(data), self.config.frames.map))
+
+    def _add_camera_observation(self, stamp_ns: int, observation: Observation) -> None:
+        self._camera_observations.append((stamp_ns, observation))
+        if self._follow is not None:
+            self._follow()
 
     # ---------------------------------------------------------------- waiting on the graph
 
@@ -420,21 +442,26 @@ class BenchmarkNode(GraphNode):
             raise GraphCallError("action /ovman/navigate is not available; is nav_node running?")
         answers = {node: self._handshake(node, client, deadline) for node, client in self._handshake_clients.items()}
         values = answers[SIM_NODE].values
-        if len(values) != 1 or values[0].type != ParameterType.PARAMETER_BOOL:
+        if len(values) != 2 or values[0].type != ParameterType.PARAMETER_BOOL:
             raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA} (a bool)")
         self.sim_act_camera = bool(values[0].bool_value)
+        try:
+            outputs = camera_outputs(values[1].string_value, f"{SIM_NODE}'s parameter {SIM_CAMERA_OUTPUT}")
+        except ValueError as err:
+            raise GraphCallError(str(err)) from None
+        self.sim_camera_bundle = bundle.CAMERA_BUNDLE_OUTPUT in outputs
 
     def _handshake(self, node: str, client: Client, deadline: float) -> GetParameters.Response:
         """``node``'s answer to a request that changes nothing (its parameters: sim_node's
-        ``node.act_camera``, none of the others), sent again every ``node.handshake_retry_s`` until
-        ``deadline`` (monotonic s).
+        ``node.act_camera`` and ``node.camera_output``, none of the others), sent again every
+        ``node.handshake_retry_s`` until ``deadline`` (monotonic s).
 
         A discovered service can still lose its first answers: rmw_fastrtps drops a reply when the
         server's reply writer has not matched this client's reply reader within ~100 ms, and
         ``wait_for_service`` only sees this side's match. An answer shows that ``node``'s process
         has matched this node's endpoints, whose discovery it learns at once."""
         while True:
-            names = [SIM_ACT_CAMERA] if node == SIM_NODE else []
+            names = [SIM_ACT_CAMERA, SIM_CAMERA_OUTPUT] if node == SIM_NODE else []
             future = client.call_async(GetParameters.Request(names=names))
             wait = min(self.waits.handshake_retry_s, max(deadline - time.monotonic(), 0.0))
             self._executor.spin_until_future_complete(future, timeout_sec=wait)
@@ -804,8 +831,13 @@ class BenchmarkNode(GraphNode):
         arrives: Stop (nothing moves, no time passes) every ``node.camera_retry_s`` until one does,
         within ``node.message_timeout_s``."""
         if not self._camera_subscribed:
-            for topic, kind in CAMERA_MESSAGES.items():
-                self.create_subscription(kind, topic, functools.partial(self._on_camera, topic), FRAME_QOS)
+            if self.sim_camera_bundle:
+                self.create_subscription(
+                    CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, self._on_camera_bundle, FRAME_QOS, raw=True
+                )
+            else:
+                for topic, kind in CAMERA_MESSAGES.items():
+                    self.create_subscription(kind, topic, functools.partial(self._on_camera, topic), FRAME_QOS)
             self._camera_subscribed = True
         deadline = time.monotonic() + self.waits.message_timeout_s
         wait = min(self.waits.camera_retry_s, self.waits.message_timeout_s)

@@ -21,11 +21,15 @@ parameters (nav_node: the agent's grid size) is the same configuration. benchmar
 inputs (dataset, output folder, run directory, static-only) are ``run.*`` parameters, and the
 launch arguments ``arms`` and ``seeds`` override its ``benchmark.arms`` / ``benchmark.seeds``.
 
+Camera frames travel as one ``ovman_interfaces/CameraBundle`` each on ``/camera/bundle``
+(sim_node and the player ``node.camera_output`` bundle, mapping_node ``node.camera_input``
+bundle): a subscriber takes one message per frame instead of six. When RViz watches, sim_node and
+the player also publish the six standard camera topics (``both``), which RViz shows.
+
 Unless RViz watches (``rviz``), the graph runs as fast as its nodes keep up: sim_node plays tours
 unpaced (``node.play_period_s`` 0) with its acknowledgement flow control, at most a window of
-mapping_node's ``node.qos_depth`` frames unacknowledged (its publishers' depth); mapping_node's
-synchroniser then holds that many incomplete stamps (small messages of a burst arrive before the
-images of earlier frames), and its subscriptions keep every bundle (``node.qos_keep_all``): an
+mapping_node's ``node.qos_depth`` frames unacknowledged (its publishers' depth), and mapping_node's
+subscription keeps every bundle (``node.qos_keep_all``): an
 acknowledgement says that a frame arrived, not that it was fused, so a bounded history would
 overwrite frames whenever fusing lags behind the tour. sim_node publishes the camera bundle after
 an action only when benchmark_node asks for it (``node.act_camera`` false). With RViz these keep
@@ -248,11 +252,14 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
     # mapping_node for its start_visit, and nav_node drives sim_node's world over DDS.
     sim.update({"node.scene": "", "node.recording": ""})
     mapping["node.start_visit"] = 0
+    # Frames travel as one CameraBundle each (one take instead of six); RViz also gets the
+    # standard camera topics when it watches.
+    sim["node.camera_output"] = bundle.CAMERA_BOTH_OUTPUT if options.rviz else bundle.CAMERA_BUNDLE_OUTPUT
+    mapping["node.camera_input"] = bundle.CAMERA_BUNDLE_OUTPUT
     if not options.rviz:
         # Nobody watches: tours as fast as mapping_node keeps up, the camera after an action on demand.
         window = config.mapping_node.node.qos_depth
         sim.update({"node.play_period_s": 0.0, "node.act_camera": False, "node.qos_depth": window})
-        mapping["node.sync_max_pending"] = max(config.mapping_node.node.sync_max_pending, window)
         mapping["node.qos_keep_all"] = True
     nav["navigation.scene"] = ""
     bench.update(
@@ -282,7 +289,7 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
             "mapping_node",
             "ovman_mapping.mapping_node",
             _checked(MAPPING_NODE, mapping),
-            remappings=tuple((t, player_topic(t)) for t in bundle.CAMERA_TOPICS),
+            remappings=((bundle.CAMERA_BUNDLE_TOPIC, player_topic(bundle.CAMERA_BUNDLE_TOPIC)),),
         ),
         NodeSpec(QUERY_NODE, "ovman_query", "query_node", "ovman_query.query_node", _checked(QUERY_NODE, query)),
         NodeSpec(NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _checked(NAV_NODE, nav)),

@@ -2,7 +2,8 @@
 that imports message packages (never rclpy), so every conversion is unit-testable without a graph.
 
 - camera bundle (sensor_msgs/Image ×3, the labels table, CameraInfo, the optical-frame
-  PoseStamped of :mod:`ovman_sim.bundle`) → :class:`ovman_sim.world.Observation`;
+  PoseStamped of :mod:`ovman_sim.bundle`, from the six standard topics or in one
+  ``ovman_interfaces/CameraBundle``) → :class:`ovman_sim.world.Observation`;
 - core :class:`ovman_mapping.instances.InstanceMap` ⇄ ``ovman_interfaces/InstanceMap``;
 - ``InstanceMap`` message → ``visualization_msgs/MarkerArray`` for RViz.
 
@@ -46,7 +47,7 @@ from ovman_interfaces.msg import Instance as InstanceMsg
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_mapping.instances import Instance, InstanceMap, Sighting
 from ovman_sim import bundle
-from ovman_sim.messages import MessageError, image_array, time_msg
+from ovman_sim.messages import MessageError, camera_bundle_items, image_array, time_msg
 from ovman_sim.world import Observation
 
 ANGLE_DECIMALS = 9
@@ -167,6 +168,18 @@ def observation_from_topics(items: Mapping[str, Any], map_frame: str) -> Observa
         items[bundle.CAMERA_POSE_TOPIC],
         map_frame,
     )
+
+
+def observation_from_camera_bundle(message: Any, map_frame: str) -> tuple[int, Observation]:
+    """The stamp (ns) and :func:`observation_from_bundle` of one ovman_interfaces/CameraBundle
+    (the six messages that :func:`observation_from_topics` takes from a synchroniser, in one
+    message: rclpy's, or as :func:`ovman_sim.bundle_cdr.decode` reads it); MapMessageError when its
+    messages' stamps differ or a table or image is malformed."""
+    try:
+        stamp, items = camera_bundle_items(message)
+    except MessageError as err:
+        raise MapMessageError(str(err)) from None
+    return stamp, observation_from_topics(items, map_frame)
 
 
 def _point(p: Vec3) -> Point:

@@ -1,18 +1,22 @@
 """mapping_node: the per-visit 3D instance map on the ROS 2 graph.
 
-A thin node around :class:`ovman_mapping.visit_mapper.VisitMapper`: it synchronises the camera
-bundle by exact stamp (:mod:`ovman_mapping.bundle_sync`), converts it to an Observation
-(:mod:`ovman_mapping.map_messages`), fuses it into the open visit at once, and publishes the map
-of a visit when the visit is finished.
+A thin node around :class:`ovman_mapping.visit_mapper.VisitMapper`: it takes a frame's camera
+bundle, converts it to an Observation (:mod:`ovman_mapping.map_messages`), fuses it into the open
+visit at once, and publishes the map of a visit when the visit is finished.
 
-Subscriptions (reliable, volatile; names from :mod:`ovman_sim.bundle`): ``/camera/color/image_raw``,
-``/camera/depth/image_raw``, ``/camera/instances/image_raw``, ``/camera/instances/labels``,
-``/camera/color/camera_info``, ``/camera/pose`` (the optical frame in ``map``). Their history keeps
-the latest ``node.qos_depth`` messages of a topic, or every message until it is taken
-(``node.qos_keep_all``: lossless when a tour is published faster than it is fused, at the cost of
-buffering the unfused frames, e.g. ~0.6 MB a bundle at 320x240). Ground truth is
-never subscribed to. While no visit is open, bundles are counted and dropped before they are
-synchronised or decoded (a robot's camera keeps publishing between visits).
+Subscriptions (reliable, volatile; names from :mod:`ovman_sim.bundle`), by ``node.camera_input``:
+``topics`` (a robot's camera): ``/camera/color/image_raw``, ``/camera/depth/image_raw``,
+``/camera/instances/image_raw``, ``/camera/instances/labels``, ``/camera/color/camera_info``,
+``/camera/pose`` (the optical frame in ``map``), synchronised by exact stamp
+(:mod:`ovman_mapping.bundle_sync`); ``bundle``: ``/camera/bundle`` (ovman_interfaces/CameraBundle,
+the same six messages in one, from sim_node's ``node.camera_output`` bundle or both), taken raw
+and read without copying its images (:func:`ovman_sim.bundle_cdr.decode`): one take per frame
+instead of six and no synchroniser; a bundle whose messages' stamps differ is rejected. Their
+history keeps the latest ``node.qos_depth`` messages of a topic, or every message until it is
+taken (``node.qos_keep_all``: lossless when a tour is published faster than it is fused, at the
+cost of buffering the unfused frames, e.g. ~0.85 MB a bundle at 320x240). Ground truth is never
+subscribed to. While no visit is open, bundles are counted and dropped before they
+are synchronised or decoded (a robot's camera keeps publishing between visits).
 
 Visits (ovman_interfaces/srv/MapVisit): ``~/start_visit`` opens visit 1 or 2 (call it before the
 visit's frames are published); ``~/finish_visit`` waits until the visit holds ``expected_frames``
@@ -45,6 +49,7 @@ from rclpy.task import Future
 from visualization_msgs.msg import MarkerArray
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
+from ovman_interfaces.msg import CameraBundle
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import MapVisit
 from ovman_mapping.backprojection import FrameFormatError
@@ -57,12 +62,14 @@ from ovman_mapping.map_messages import (
     check_marker_style,
     instance_map_msg,
     map_markers,
+    observation_from_camera_bundle,
     observation_from_topics,
 )
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
-from ovman_sim import bundle
+from ovman_sim import bundle, bundle_cdr
 from ovman_sim.messages import CAMERA_MESSAGES, stamp_of
 from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
+from ovman_sim.world import Observation
 
 NODE_NAME = "mapping_node"
 START_VISIT_SERVICE = "~/start_visit"
@@ -101,6 +108,10 @@ class MappingNode(GraphNode):
             raise ConfigError(
                 f"config mapping_node node.finish_timeout_s must be positive seconds, got {settings.finish_timeout_s}"
             )
+        try:
+            self.camera_input = bundle.camera_input(settings.camera_input, "config mapping_node node.camera_input")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         check_marker_style(self.config.mapping_node.markers)
         self.encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
         self.encoder.warm_up()  # a model loads now, not during the first finish_visit
@@ -116,8 +127,13 @@ class MappingNode(GraphNode):
             reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.VOLATILE,
         )
-        for topic, kind in CAMERA_MESSAGES.items():
-            self.create_subscription(kind, topic, functools.partial(self._on_message, topic), frames_qos)
+        if self.camera_input == bundle.CAMERA_BUNDLE_OUTPUT:
+            self.create_subscription(
+                CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, self._on_camera_bundle, frames_qos, raw=True
+            )
+        else:
+            for topic, kind in CAMERA_MESSAGES.items():
+                self.create_subscription(kind, topic, functools.partial(self._on_message, topic), frames_qos)
         self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), LATCHED) for v in VISITS}
         self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), LATCHED) for v in VISITS}
         self.create_service(MapVisit, START_VISIT_SERVICE, self._on_start_visit)
@@ -167,13 +183,26 @@ class MappingNode(GraphNode):
         complete = self.sync.add(topic, stamp, item)
         if complete is None:
             return
-        items = complete.items
         try:
-            observation = observation_from_topics(items, self.config.frames.map)
-            self.mapper.add(observation, complete.stamp_ns)
+            observation = observation_from_topics(complete.items, self.config.frames.map)
+            self._fuse(observation, complete.stamp_ns)
         except (MapMessageError, FrameFormatError, VisitError) as err:
             self._reject(str(err))
+
+    def _on_camera_bundle(self, data: bytes) -> None:
+        """A CameraBundle as received (its CDR), read without copying the images (bundle_cdr.decode)."""
+        if self.mapper.visit is None:
+            self.outside_visit += 1
             return
+        try:
+            stamp, observation = observation_from_camera_bundle(bundle_cdr.decode(data), self.config.frames.map)
+            self._fuse(observation, stamp)
+        except (bundle_cdr.CdrError, MapMessageError, FrameFormatError, VisitError) as err:
+            self._reject(f"{bundle.CAMERA_BUNDLE_TOPIC}: {err}")
+
+    def _fuse(self, observation: Observation, stamp_ns: int) -> None:
+        """Fuse one frame into the open visit; a waiting finish_visit learns when its count is reached."""
+        self.mapper.add(observation, stamp_ns)
         if self._finishing is not None and self.mapper.frames >= self._finishing[0]:
             self._finishing[1].set_result(True)
 

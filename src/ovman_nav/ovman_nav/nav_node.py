@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import rclpy
 from builtin_interfaces.msg import Duration
-from geometry_msgs.msg import Point, PoseStamped
+from geometry_msgs.msg import Point, Pose, PoseStamped
 from nav_msgs.msg import OccupancyGrid, Odometry, Path
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -286,6 +286,9 @@ class SimNodeWorld:
         self._lock = threading.Lock()
         self._map: OccupancyGrid | None = None
         self._pose: AgentPose | None = None
+        self._odom_pose: Pose | None = None
+        """The latest /odom pose not yet converted: converted only when read (/odom arrives after
+        every action, the pose is read far less often, and an Act reply also gives it)."""
         self._have_map = threading.Event()
         self._have_pose = threading.Event()
         node.create_subscription(OccupancyGrid, MAP_TOPIC, self._on_map, LATCHED, callback_group=group)
@@ -303,6 +306,8 @@ class SimNodeWorld:
 
     def agent_pose(self) -> AgentPose:
         with self._lock:
+            if self._odom_pose is not None:
+                self._pose, self._odom_pose = start_pose_from_msg(self._odom_pose, 0.0), None
             if self._pose is None:
                 raise RuntimeError(f"no agent pose from sim_node yet ({ODOM_TOPIC})")
             return self._pose
@@ -327,7 +332,7 @@ class SimNodeWorld:
         if reply is None:
             return ActionResult(False, message=f"sim_node did not answer {action.value} within {self.timeout_s} s")
         with self._lock:
-            self._pose = start_pose_from_msg(reply.pose.pose, 0.0)
+            self._pose, self._odom_pose = start_pose_from_msg(reply.pose.pose, 0.0), None
             self.last_stamp_ns = stamp_of(reply.pose.header)
         return ActionResult(reply.success, reply.collided, reply.message)
 
@@ -361,7 +366,7 @@ class SimNodeWorld:
         if not last.success:
             done[-1] = (dataclasses.replace(last, message=reply.message), pose)
         with self._lock:
-            self._pose = pose
+            self._pose, self._odom_pose = pose, None
             self.last_stamp_ns = stamp_of(reply.poses[len(done) - 1].header)
         return done
 
@@ -381,7 +386,7 @@ class SimNodeWorld:
 
     def _on_odom(self, message: Odometry) -> None:
         with self._lock:
-            self._pose = start_pose_from_msg(message.pose.pose, 0.0)
+            self._odom_pose = message.pose.pose
         self._have_pose.set()
 
     def destroy(self) -> None:

@@ -63,9 +63,34 @@ GROUND_TRUTH_TOPIC = "/ovman/ground_truth"
 segment → instance table and every object's state per frame. The reference agent never
 subscribes to it."""
 CAMERA_TOPICS = (RGB_TOPIC, DEPTH_TOPIC, INSTANCES_TOPIC, INSTANCE_LABELS_TOPIC, CAMERA_INFO_TOPIC, CAMERA_POSE_TOPIC)
-"""The camera bundle: what a mapper subscribes to."""
-PUBLISHED_TOPICS = (*CAMERA_TOPICS, TF_TOPIC, TF_STATIC_TOPIC, ODOM_TOPIC, MAP_TOPIC, CLOCK_TOPIC, GROUND_TRUTH_TOPIC)
-"""Every topic sim_node publishes."""
+"""The camera bundle on the standard topics: what a robot's camera driver publishes."""
+CAMERA_BUNDLE_TOPIC = "/camera/bundle"
+"""ovman_interfaces/CameraBundle: the same six messages of a frame in one message (one take for a
+subscriber instead of six, and no synchroniser)."""
+PUBLISHED_TOPICS = (
+    *CAMERA_TOPICS,
+    CAMERA_BUNDLE_TOPIC,
+    TF_TOPIC,
+    TF_STATIC_TOPIC,
+    ODOM_TOPIC,
+    MAP_TOPIC,
+    CLOCK_TOPIC,
+    GROUND_TRUTH_TOPIC,
+)
+"""Every topic sim_node may publish."""
+
+CAMERA_TOPICS_OUTPUT = "topics"
+CAMERA_BUNDLE_OUTPUT = "bundle"
+CAMERA_BOTH_OUTPUT = "both"
+CAMERA_OUTPUTS = {
+    CAMERA_TOPICS_OUTPUT: frozenset({CAMERA_TOPICS_OUTPUT}),
+    CAMERA_BUNDLE_OUTPUT: frozenset({CAMERA_BUNDLE_OUTPUT}),
+    CAMERA_BOTH_OUTPUT: frozenset({CAMERA_TOPICS_OUTPUT, CAMERA_BUNDLE_OUTPUT}),
+}
+"""Where a camera frame travels (sim_node ``node.camera_output``): the six standard topics
+(:data:`CAMERA_TOPICS`), the one :data:`CAMERA_BUNDLE_TOPIC`, or both."""
+CAMERA_INPUTS = (CAMERA_TOPICS_OUTPUT, CAMERA_BUNDLE_OUTPUT)
+"""Where a camera consumer reads frames from (mapping_node ``node.camera_input``)."""
 
 RGB_ENCODING = "rgb8"
 DEPTH_ENCODING = "32FC1"
@@ -77,6 +102,23 @@ IDENTITY_ROTATION: Quaternion = (0.0, 0.0, 0.0, 1.0)
 
 class BundleFormatError(ValueError):
     """A label or ground-truth table does not have the documented JSON layout."""
+
+
+def camera_outputs(value: str, where: str) -> frozenset[str]:
+    """What ``value`` of a camera-output setting (:data:`CAMERA_OUTPUTS`) publishes: a subset of
+    {"topics", "bundle"}; ValueError naming ``where`` (the config key) for anything else."""
+    try:
+        return CAMERA_OUTPUTS[value]
+    except KeyError:
+        raise ValueError(f"{where} must be one of {', '.join(CAMERA_OUTPUTS)}, got {value!r}") from None
+
+
+def camera_input(value: str, where: str) -> str:
+    """``value`` of a camera-input setting, checked to be one of :data:`CAMERA_INPUTS`; ValueError
+    naming ``where`` (the config key) otherwise."""
+    if value not in CAMERA_INPUTS:
+        raise ValueError(f"{where} must be one of {', '.join(CAMERA_INPUTS)}, got {value!r}")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import array
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -34,6 +36,7 @@ from ovman_core.frames import Quaternion as QuaternionTuple
 from ovman_core.frames import ros_to_thor_point, ros_yaw_to_thor, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
 from ovman_core.grid import OccupancyGridFields
 from ovman_core.world_state import AgentPose, WorldState
+from ovman_interfaces.msg import CameraBundle
 from ovman_sim import bundle
 from ovman_sim.world import Observation
 
@@ -122,7 +125,8 @@ def image_array(message: Image) -> np.ndarray:
             f"{len(message.data)} data bytes do not match (expected step {row})"
         )
     shape = (message.height, message.width, 3) if channels == 3 else (message.height, message.width)
-    return np.frombuffer(bytes(message.data), dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+    # The one copy: frombuffer views the message's own buffer (array.array from rclpy), astype copies.
+    return np.frombuffer(message.data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
 
 def camera_info_msg(observation: Observation, header: Header) -> CameraInfo:
@@ -206,6 +210,59 @@ def bundle_messages(
         ground_truth=String(data=truth),
         clock=Clock(clock=time_msg(stamp_ns)),
     )
+
+
+def camera_bundle_msg(camera: Mapping[str, Any]) -> CameraBundle:
+    """One ovman_interfaces/CameraBundle of a frame's six camera messages keyed by their standard
+    topic (:data:`CAMERA_MESSAGES`), unchanged."""
+    return CameraBundle(
+        pose=camera[bundle.CAMERA_POSE_TOPIC],
+        camera_info=camera[bundle.CAMERA_INFO_TOPIC],
+        rgb=camera[bundle.RGB_TOPIC],
+        depth=camera[bundle.DEPTH_TOPIC],
+        instances=camera[bundle.INSTANCES_TOPIC],
+        labels=camera[bundle.INSTANCE_LABELS_TOPIC],
+    )
+
+
+def camera_messages(messages: BundleMessages) -> dict[str, Any]:
+    """The six camera messages of a frame's bundle keyed by their standard topic."""
+    return {
+        bundle.RGB_TOPIC: messages.rgb,
+        bundle.DEPTH_TOPIC: messages.depth,
+        bundle.INSTANCES_TOPIC: messages.instances,
+        bundle.INSTANCE_LABELS_TOPIC: messages.labels,
+        bundle.CAMERA_INFO_TOPIC: messages.camera_info,
+        bundle.CAMERA_POSE_TOPIC: messages.camera_pose,
+    }
+
+
+def camera_bundle_items(message: Any) -> tuple[int, dict[str, Any]]:
+    """The stamp (ns) of a CameraBundle (its colour image's) and its six messages keyed by their
+    standard topic, the labels table parsed (:class:`ovman_sim.bundle.LabelTable`), as a
+    synchroniser of the six topics hands them out. ``message``: rclpy's CameraBundle or one decoded
+    by :func:`ovman_sim.bundle_cdr.decode` (same fields). MessageError when another message's stamp
+    or the table's ``stamp_ns`` differs."""
+    stamp = stamp_of(message.rgb.header)
+    try:
+        labels = bundle.parse_labels_json(message.labels.data)
+    except bundle.BundleFormatError as err:
+        raise MessageError(f"camera bundle at {stamp} ns: {err}") from None
+    items: dict[str, Any] = {
+        bundle.RGB_TOPIC: message.rgb,
+        bundle.DEPTH_TOPIC: message.depth,
+        bundle.INSTANCES_TOPIC: message.instances,
+        bundle.INSTANCE_LABELS_TOPIC: labels,
+        bundle.CAMERA_INFO_TOPIC: message.camera_info,
+        bundle.CAMERA_POSE_TOPIC: message.pose,
+    }
+    stamps = {topic: stamp_of(item.header) for topic, item in items.items() if topic != bundle.INSTANCE_LABELS_TOPIC}
+    stamps[bundle.INSTANCE_LABELS_TOPIC] = labels.stamp_ns
+    differing = {topic: s for topic, s in stamps.items() if s != stamp}
+    if differing:
+        parts = ", ".join(f"{topic} {s}" for topic, s in differing.items())
+        raise MessageError(f"camera bundle at {stamp} ns holds messages stamped otherwise: {parts} ns")
+    return stamp, items
 
 
 def static_tf_message(frames: FramesConfig, stamp_ns: int) -> TFMessage:

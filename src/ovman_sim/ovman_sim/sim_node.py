@@ -4,18 +4,22 @@ Owns one :class:`ovman_sim.session.SimSession` and only converts messages (ovman
 For every frame it publishes one bundle, all with the same stamp (sim time, advancing
 ``node.step_dt`` per world step):
 
-- ``/camera/color/image_raw`` (rgb8), ``/camera/depth/image_raw`` (32FC1 m, NaN invalid),
-  ``/camera/instances/image_raw`` (32SC1 segment ids) + ``/camera/instances/labels`` (JSON),
-  ``/camera/color/camera_info``: reliable, transient local (a late subscriber that asks for
-  transient local gets the latest ``node.qos_depth`` frames);
-- ``/tf`` (``odom → base_link → camera_link``), ``/camera/pose`` (optical frame in ``map``),
-  ``/odom`` (nav_msgs/Odometry), ``/clock``, also transient local;
+- the camera: ``/camera/color/image_raw`` (rgb8), ``/camera/depth/image_raw`` (32FC1 m, NaN
+  invalid), ``/camera/instances/image_raw`` (32SC1 segment ids) + ``/camera/instances/labels``
+  (JSON), ``/camera/color/camera_info``, ``/camera/pose`` (optical frame in ``map``): reliable,
+  transient local (a late subscriber that asks for transient local gets the latest
+  ``node.qos_depth`` frames). ``node.camera_output`` says where they go: ``topics`` (those six
+  standard topics, as a robot's camera driver publishes them), ``bundle`` (the same six messages
+  in one ovman_interfaces/CameraBundle on ``/camera/bundle``: a mapper takes one message per
+  frame instead of six and needs no synchroniser) or ``both``;
+- ``/tf`` (``odom → base_link → camera_link``), ``/odom`` (nav_msgs/Odometry), ``/clock``, also
+  transient local;
 - ``/ovman/ground_truth`` (JSON, evaluation only).
 
 After an Act or a LoadVisit the camera part of the bundle (images, labels, camera_info,
-``/camera/pose``) is published only while ``node.act_camera`` is true (a scene loaded at start-up,
-``node.scene``, always publishes it); clock, transforms, odometry and ground truth
-always are (with the camera off the frame is not rendered at all, and its ground truth lists no
+``/camera/pose``, or ``/camera/bundle``) is published only while ``node.act_camera`` is true (a
+scene loaded at start-up, ``node.scene``, always publishes it); clock, transforms, odometry and
+ground truth always are (with the camera off the frame is not rendered at all, and its ground truth lists no
 ``segment_instances``: no instance image went out). ``node.act_camera`` is the one parameter
 that may change at run time (e.g. through ``/sim_node/set_parameters``): a benchmark graph turns
 it on only while a consumer follows a target by sight, so that embodied runs neither render nor
@@ -25,6 +29,8 @@ A loaded recording plays as stored, as ``ros2 bag play --clock`` plays it: every
 message's bytes, unchanged (:func:`ovman_sim.recording.read_visit_raw`: nothing is decoded but
 the labels table), at its recorded stamp (stamps restart with each recording instead of following
 this node's clock), and a ``/clock`` per frame; ``/odom`` is not recorded, so it is not played.
+A ``/camera/bundle`` (not recorded) is composed of the recorded camera messages' bytes, without
+decoding them (:func:`ovman_sim.bundle_cdr.compose`).
 Only when a recording is recorded again (``record_path``) are its frames decoded and published as
 a live frame's.
 
@@ -55,26 +61,29 @@ from collections.abc import Sequence
 from typing import Any
 
 import rclpy
-from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import OccupancyGrid, Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
+from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
 from ovman_core.world_state import WorldState
+from ovman_interfaces.msg import CameraBundle
 from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
-from ovman_sim import bundle
+from ovman_sim import bundle, bundle_cdr
 from ovman_sim.bundle import BundleFormatError, object_state_from_dict
 from ovman_sim.messages import (
+    CAMERA_MESSAGES,
     base_pose_msg,
     bundle_messages,
+    camera_bundle_msg,
+    camera_messages,
     occupancy_grid_msg,
     odometry_msg,
     start_pose_from_msg,
@@ -122,18 +131,27 @@ class SimNode(GraphNode):
                 "config sim_node.node: play_period_s must be >= 0 and play_ack_timeout_s > 0 seconds, got "
                 f"{settings.play_period_s} and {settings.play_ack_timeout_s}"
             )
+        try:
+            outputs = bundle.camera_outputs(settings.camera_output, "config sim_node.node.camera_output")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         frames_qos = QoSProfile(
             depth=depth,
             history=HistoryPolicy.KEEP_LAST,
             reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.TRANSIENT_LOCAL,
         )
-        self._rgb = self.create_publisher(Image, bundle.RGB_TOPIC, frames_qos)
-        self._depth = self.create_publisher(Image, bundle.DEPTH_TOPIC, frames_qos)
-        self._instances = self.create_publisher(Image, bundle.INSTANCES_TOPIC, frames_qos)
-        self._labels = self.create_publisher(String, bundle.INSTANCE_LABELS_TOPIC, frames_qos)
-        self._camera_info = self.create_publisher(CameraInfo, bundle.CAMERA_INFO_TOPIC, frames_qos)
-        self._camera_pose = self.create_publisher(PoseStamped, bundle.CAMERA_POSE_TOPIC, frames_qos)
+        self._camera: dict[str, Publisher] = (
+            {topic: self.create_publisher(kind, topic, frames_qos) for topic, kind in CAMERA_MESSAGES.items()}
+            if bundle.CAMERA_TOPICS_OUTPUT in outputs
+            else {}
+        )
+        """The standard camera topics' publishers (none unless node.camera_output has them)."""
+        self._camera_bundle = (
+            self.create_publisher(CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, frames_qos)
+            if bundle.CAMERA_BUNDLE_OUTPUT in outputs
+            else None
+        )
         self._odom = self.create_publisher(Odometry, bundle.ODOM_TOPIC, frames_qos)
         self._ground_truth = self.create_publisher(String, bundle.GROUND_TRUTH_TOPIC, frames_qos)
         self._tf = self.create_publisher(TFMessage, bundle.TF_TOPIC, TF_QOS)
@@ -144,28 +162,20 @@ class SimNode(GraphNode):
         self._frame_publishers = (
             self._clock_publisher,
             self._tf,
-            self._camera_info,
-            self._camera_pose,
             self._odom,
             self._ground_truth,
-            self._labels,
-            self._instances,
-            self._depth,
-            self._rgb,
+            *self._camera.values(),
+            *((self._camera_bundle,) if self._camera_bundle is not None else ()),
         )
         self._stored_publishers = {
             bundle.TF_STATIC_TOPIC: self._tf_static,
             bundle.TF_TOPIC: self._tf,
-            bundle.CAMERA_INFO_TOPIC: self._camera_info,
-            bundle.CAMERA_POSE_TOPIC: self._camera_pose,
             bundle.GROUND_TRUTH_TOPIC: self._ground_truth,
-            bundle.INSTANCE_LABELS_TOPIC: self._labels,
-            bundle.INSTANCES_TOPIC: self._instances,
-            bundle.DEPTH_TOPIC: self._depth,
-            bundle.RGB_TOPIC: self._rgb,
+            **self._camera,
         }
-        """The publisher of every recorded topic (:data:`ovman_sim.recording.FRAME_TOPICS` and the static
-        ones), in the order a stored frame is published: transforms first, as in a live frame."""
+        """The publisher of every recorded topic that goes out as stored
+        (:data:`ovman_sim.recording.FRAME_TOPICS` and the static ones), transforms first, as in a live
+        frame."""
         self.create_service(LoadVisit, LOAD_VISIT_SERVICE, self._on_load_visit)
         self.create_service(Act, ACT_SERVICE, self._on_act)
         self.create_service(ActSequence, ACT_SEQUENCE_SERVICE, self._on_act_sequence)
@@ -339,22 +349,27 @@ class SimNode(GraphNode):
         # Clock and transforms first, so a subscriber that gets the images can already look them up.
         self._clock_publisher.publish(messages.clock)
         self._tf.publish(messages.tf)
-        self._camera_info.publish(messages.camera_info)
-        self._camera_pose.publish(messages.camera_pose)
         self._odom.publish(messages.odom)
         self._ground_truth.publish(messages.ground_truth)
-        self._labels.publish(messages.labels)
-        self._instances.publish(messages.instances)
-        self._depth.publish(messages.depth)
-        self._rgb.publish(messages.rgb)
+        camera = camera_messages(messages)
+        for topic, publisher in self._camera.items():
+            publisher.publish(camera[topic])
+        if self._camera_bundle is not None:
+            self._camera_bundle.publish(camera_bundle_msg(camera))
 
     def _publish_stored(self, frame: RawFrame) -> None:
-        """A recorded frame's messages as stored (their bytes), after its /clock."""
+        """A recorded frame's messages as stored (their bytes), after its /clock; its camera
+        bundle, when published, is composed of the stored camera messages' bytes."""
         self._clock_publisher.publish(Clock(clock=time_msg(frame.stamp_ns)))
         for topic, publisher in self._stored_publishers.items():
             data = frame.messages.get(topic)
             if data is not None:
                 publisher.publish(data)
+        if self._camera_bundle is not None:
+            try:
+                self._camera_bundle.publish(bundle_cdr.compose(frame.messages))
+            except bundle_cdr.CdrError as err:
+                raise SessionError(f"recorded frame at {frame.stamp_ns} ns: {err}") from None
 
     def destroy_node(self) -> None:
         self.session.close()

@@ -1,0 +1,103 @@
+"""The CDR of a camera bundle (``ovman_interfaces/CameraBundle``), composed and read without rclpy.
+
+A CameraBundle carries the six messages of a frame's standard camera topics, unchanged
+(:data:`MEMBERS`, in the message's member order). Two things are done with its serialised form:
+
+- :func:`compose`: a player that holds the recorded CDR of the six messages (a rosbag2 recording
+  as stored, :func:`ovman_sim.recording.read_visit_raw`) builds the bundle's CDR by concatenating
+  their bodies, without decoding them. In plain CDR a nested struct is the bytes of the message on
+  its own, provided it starts at an offset with the same residue modulo its largest alignment
+  (every primitive is aligned relative to the start of the body). CameraBundle puts its two
+  members with 8-byte fields (PoseStamped, CameraInfo) first: the pose starts at 0 and ends on an
+  8-byte boundary (its last fields are float64), so the camera info starts on one too, and the
+  images and the labels, whose fields need at most 4-byte alignment, start on the 4-byte boundary
+  that a decoder aligns their first field to. Only plain little-endian CDR (what rosbag2, rclpy and
+  rosbags write on little-endian machines) is composed; anything else is a :class:`CdrError`.
+- :func:`decode`: a subscriber that takes the bundle raw (``raw=True``) reads it with rosbags'
+  CDR deserialiser, whose image ``data`` and CameraInfo arrays are read-only numpy views of the
+  received bytes (no copy; rclpy's typed take copies each image twice). The result has the fields
+  of the rclpy message, under the same names, so the conversions of :mod:`ovman_sim.messages`
+  and :mod:`ovman_mapping.map_messages` read either.
+
+The type's definition for rosbags is taken from the generated rclpy message class (its members
+and their types, in order), so it cannot drift from ``CameraBundle.msg``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from rosbags.serde import SerdeError
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys.store import Typestore
+
+from ovman_interfaces.msg import CameraBundle
+from ovman_sim import bundle
+
+TYPE_NAME = "ovman_interfaces/msg/CameraBundle"
+MEMBERS: tuple[tuple[str, str, int], ...] = (
+    ("pose", bundle.CAMERA_POSE_TOPIC, 8),
+    ("camera_info", bundle.CAMERA_INFO_TOPIC, 8),
+    ("rgb", bundle.RGB_TOPIC, 4),
+    ("depth", bundle.DEPTH_TOPIC, 4),
+    ("instances", bundle.INSTANCES_TOPIC, 4),
+    ("labels", bundle.INSTANCE_LABELS_TOPIC, 4),
+)
+"""CameraBundle's members in order: (member, the standard topic its message comes from, the
+largest alignment of its fields in bytes)."""
+CDR_LE = b"\x00\x01\x00\x00"
+"""Encapsulation header of plain little-endian CDR with no options."""
+_FIRST_FIELD_ALIGNMENT = 4
+"""Every member's first field (a Header's int32 sec, a string's length) is 4-byte aligned: a
+decoder starts each member at the next multiple of 4."""
+
+
+class CdrError(ValueError):
+    """Serialised messages that cannot form (or be read as) a CameraBundle; names the member."""
+
+
+def compose(messages: Mapping[str, bytes]) -> bytes:
+    """The CDR of the CameraBundle of one frame, from the CDR of its six messages keyed by their
+    standard topic (each with its 4-byte encapsulation header, plain little-endian)."""
+    parts = [CDR_LE]
+    offset = 0  # within the body, after the encapsulation header
+    for member, topic, alignment in MEMBERS:
+        try:
+            data = messages[topic]
+        except KeyError:
+            raise CdrError(f"camera bundle member {member}: no {topic} message") from None
+        if data[:4] != CDR_LE:
+            raise CdrError(
+                f"camera bundle member {member} ({topic}): encapsulation {bytes(data[:4]).hex()}, "
+                f"only plain little-endian CDR ({CDR_LE.hex()}) is composed"
+            )
+        padding = -offset % _FIRST_FIELD_ALIGNMENT
+        if (offset + padding) % alignment:
+            raise CdrError(
+                f"camera bundle member {member} ({topic}) would start at offset {offset + padding}, "
+                f"not a multiple of its alignment {alignment}: its bytes cannot be reused as they are"
+            )
+        parts.append(bytes(padding))
+        parts.append(memoryview(data)[4:])
+        offset += padding + len(data) - 4
+    return b"".join(parts)
+
+
+def decode(data: bytes) -> Any:
+    """The CameraBundle in ``data`` (its CDR) as rosbags' message object: fields as in rclpy's
+    class, image data and CameraInfo arrays as read-only numpy views of ``data``."""
+    try:
+        return _typestore().deserialize_cdr(data, TYPE_NAME)
+    except (SerdeError, ValueError) as err:
+        raise CdrError(f"not a CameraBundle ({len(data)} bytes): {err}") from None
+
+
+@functools.cache
+def _typestore() -> Typestore:
+    """ROS 2 Kilted's types (those of the installed message wheels) plus CameraBundle."""
+    store = get_typestore(Stores.ROS2_KILTED)
+    definition = "\n".join(f"{kind} {name}" for name, kind in CameraBundle.get_fields_and_field_types().items())
+    store.register(get_types_from_msg(definition, TYPE_NAME))
+    return store
