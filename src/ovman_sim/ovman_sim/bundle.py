@@ -67,6 +67,15 @@ CAMERA_TOPICS = (RGB_TOPIC, DEPTH_TOPIC, INSTANCES_TOPIC, INSTANCE_LABELS_TOPIC,
 CAMERA_BUNDLE_TOPIC = "/camera/bundle"
 """ovman_interfaces/CameraBundle: the same six messages of a frame in one message (one take for a
 subscriber instead of six, and no synchroniser)."""
+CAMERA_BUNDLE_MEMBERS = (
+    ("pose", CAMERA_POSE_TOPIC),
+    ("camera_info", CAMERA_INFO_TOPIC),
+    ("rgb", RGB_TOPIC),
+    ("depth", DEPTH_TOPIC),
+    ("instances", INSTANCES_TOPIC),
+    ("labels", INSTANCE_LABELS_TOPIC),
+)
+"""CameraBundle's members in their order, each with the standard topic its message comes from."""
 PUBLISHED_TOPICS = (
     *CAMERA_TOPICS,
     CAMERA_BUNDLE_TOPIC,

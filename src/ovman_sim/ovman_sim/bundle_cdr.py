@@ -37,13 +37,10 @@ from ovman_interfaces.msg import CameraBundle
 from ovman_sim import bundle
 
 TYPE_NAME = "ovman_interfaces/msg/CameraBundle"
-MEMBERS: tuple[tuple[str, str, int], ...] = (
-    ("pose", bundle.CAMERA_POSE_TOPIC, 8),
-    ("camera_info", bundle.CAMERA_INFO_TOPIC, 8),
-    ("rgb", bundle.RGB_TOPIC, 4),
-    ("depth", bundle.DEPTH_TOPIC, 4),
-    ("instances", bundle.INSTANCES_TOPIC, 4),
-    ("labels", bundle.INSTANCE_LABELS_TOPIC, 4),
+_ALIGNMENT = {"pose": 8, "camera_info": 8}
+"""Largest alignment (bytes) of a member's fields where it exceeds 4 (float64 fields)."""
+MEMBERS: tuple[tuple[str, str, int], ...] = tuple(
+    (member, topic, _ALIGNMENT.get(member, 4)) for member, topic in bundle.CAMERA_BUNDLE_MEMBERS
 )
 """CameraBundle's members in order: (member, the standard topic its message comes from, the
 largest alignment of its fields in bytes)."""

@@ -215,14 +215,7 @@ def bundle_messages(
 def camera_bundle_msg(camera: Mapping[str, Any]) -> CameraBundle:
     """One ovman_interfaces/CameraBundle of a frame's six camera messages keyed by their standard
     topic (:data:`CAMERA_MESSAGES`), unchanged."""
-    return CameraBundle(
-        pose=camera[bundle.CAMERA_POSE_TOPIC],
-        camera_info=camera[bundle.CAMERA_INFO_TOPIC],
-        rgb=camera[bundle.RGB_TOPIC],
-        depth=camera[bundle.DEPTH_TOPIC],
-        instances=camera[bundle.INSTANCES_TOPIC],
-        labels=camera[bundle.INSTANCE_LABELS_TOPIC],
-    )
+    return CameraBundle(**{member: camera[topic] for member, topic in bundle.CAMERA_BUNDLE_MEMBERS})
 
 
 def camera_messages(messages: BundleMessages) -> dict[str, Any]:
@@ -248,14 +241,8 @@ def camera_bundle_items(message: Any) -> tuple[int, dict[str, Any]]:
         labels = bundle.parse_labels_json(message.labels.data)
     except bundle.BundleFormatError as err:
         raise MessageError(f"camera bundle at {stamp} ns: {err}") from None
-    items: dict[str, Any] = {
-        bundle.RGB_TOPIC: message.rgb,
-        bundle.DEPTH_TOPIC: message.depth,
-        bundle.INSTANCES_TOPIC: message.instances,
-        bundle.INSTANCE_LABELS_TOPIC: labels,
-        bundle.CAMERA_INFO_TOPIC: message.camera_info,
-        bundle.CAMERA_POSE_TOPIC: message.pose,
-    }
+    items: dict[str, Any] = {topic: getattr(message, member) for member, topic in bundle.CAMERA_BUNDLE_MEMBERS}
+    items[bundle.INSTANCE_LABELS_TOPIC] = labels
     stamps = {topic: stamp_of(item.header) for topic, item in items.items() if topic != bundle.INSTANCE_LABELS_TOPIC}
     stamps[bundle.INSTANCE_LABELS_TOPIC] = labels.stamp_ns
     differing = {topic: s for topic, s in stamps.items() if s != stamp}
