@@ -55,6 +55,25 @@ class FramesConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class AppearanceConfig:
+    """How the embedded world's instances of one category look alike (TASK.md §10).
+
+    Each category has ``variants_per_category`` assets (proportions and colours, drawn from
+    ``library_seed`` and the category); a home's instance takes the home's usual asset of its
+    category with probability ``home_share`` and any asset otherwise, then differs from it by a
+    small jitter: ``size_jitter`` (fraction of each dimension), ``hue_jitter`` (fraction of the
+    hue circle) and ``tone_jitter`` (saturation and value, 0-1 scale).
+    """
+
+    variants_per_category: int
+    home_share: float
+    size_jitter: float
+    hue_jitter: float
+    tone_jitter: float
+    library_seed: int
+
+
+@dataclasses.dataclass(frozen=True)
 class WorldConfig:
     """Agent embodiment and world choice. Metres and degrees."""
 
@@ -66,6 +85,7 @@ class WorldConfig:
     horizon_max_deg: float
     agent_radius: float
     camera_height: float
+    appearance: AppearanceConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +181,51 @@ class ConditionsConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class PhysicsConfig:
+    """Settling of the embedded world after a change (TASK.md §4 step 3, §10). Metres, world steps.
+
+    A moved or added object lands off its intended destination by a seeded offset (each floor axis
+    normal with std ``landing_offset_std``). Every movable object that carries nothing and whose
+    footprint lies within ``knock_radius`` of the changed object's old or new footprint is knocked
+    with probability ``knock_probability``: it slides an exponentially distributed length of mean
+    ``slide_mean`` in a uniform direction over the next ``settle_steps`` world steps, and stops
+    early where the slide would leave its support or hit something. ``enabled`` false: changes
+    land exactly and nothing settles.
+    """
+
+    enabled: bool
+    landing_offset_std: float
+    knock_radius: float
+    knock_probability: float
+    slide_mean: float
+    settle_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SensorConfig:
+    """The embedded world's RGB-D sensor model (a consumer depth camera). Metres, degrees.
+
+    Depth noise: normal with std ``depth_noise_base + depth_noise_quadratic · z²`` at planar depth
+    ``z``, one deviate per square cell of ``noise_cell_px`` pixels (the camera's matching window).
+    Missing depth (NaN): beyond ``max_range``, and with probability ``edge_dropout`` at a pixel
+    whose 4-neighbour differs by more than ``edge_jump`` of the nearer depth (an object's edge).
+    Pose noise on the reported camera pose (off by default, as the paper uses the simulator's
+    pose): each floor axis normal with std ``pose_noise_translation``, yaw normal with std
+    ``pose_noise_yaw_deg``. ``enabled`` false: the ideal camera (exact depth and pose).
+    """
+
+    enabled: bool
+    depth_noise_base: float
+    depth_noise_quadratic: float
+    noise_cell_px: int
+    max_range: float
+    edge_jump: float
+    edge_dropout: float
+    pose_noise_translation: float
+    pose_noise_yaw_deg: float
+
+
+@dataclasses.dataclass(frozen=True)
 class SimNodeConfig:
     """sim_node's ROS side: sim time, publishing and what it loads at start-up."""
 
@@ -181,6 +246,8 @@ class SimConfig:
     world: WorldConfig
     camera: CameraConfig
     embedded: EmbeddedWorldConfig
+    physics: PhysicsConfig
+    sensor: SensorConfig
     ai2thor: Ai2thorConfig
     tour: TourConfig
     mover: MoverConfig

@@ -43,6 +43,12 @@ Across two visits:
   maps for stayed and moved, visit 1 for removed, visit 2 for appeared), so it measures the
   association and not the mapping (AEC does that).
 
+- **Appearance cue** (:func:`appearance_pairs`, TASK.md §10): the association's colour term, the
+  Bhattacharyya coefficient of two map instances' hue–saturation histograms, for every pair of a
+  visit-1 and a visit-2 map instance matched to ground-truth objects of one category: the same
+  object (a positive) or two different ones (a negative). :func:`auroc` of the pooled scores says
+  how well appearance alone tells same-category instances apart (0.5 = chance).
+
 Positions are box centres in the AI2-THOR world frame (metres, y up); displacement is floor (x, z)
 distance. Every function is pure; undefined ratios (no predictions, no relevant objects) are None.
 """
@@ -576,3 +582,58 @@ def diagnose_visits(
         identity=identity_resolution(association, first.match, second.match, truth1, truth2, first.coverage),
         changes=change_scores(association, first.match, second.match, labels, moved_threshold),
     )
+
+
+# -- across visits: the appearance cue ---------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AppearancePairs:
+    """Colour-cue scores (Bhattacharyya coefficients in [0, 1]) of same-category map instance
+    pairs across the visits: ``same`` for one object seen in both visits, ``different`` for two
+    objects of one category. Sorted, rounded to 1e-4 (they are stored in every result line)."""
+
+    same: tuple[float, ...]
+    different: tuple[float, ...]
+
+
+def appearance_pairs(
+    map1: InstanceMap,
+    map2: InstanceMap,
+    first: GroundTruthMatch,
+    second: GroundTruthMatch,
+    truth1: WorldState,
+    truth2: WorldState,
+) -> AppearancePairs:
+    """The colour cue on every pair of matched visit-1 and visit-2 map instances whose objects
+    share a category (see the module docstring)."""
+    from ovman_mapping.fusion import bhattacharyya
+
+    rows = [i for i in map1.instances if i.uid in first.truth_of]
+    cols = [i for i in map2.instances if i.uid in second.truth_of]
+    if not rows or not cols:
+        return AppearancePairs((), ())
+    scores = bhattacharyya(np.array([i.colour for i in rows]), np.array([i.colour for i in cols]))
+    same: list[float] = []
+    different: list[float] = []
+    for r, a in enumerate(rows):
+        id1 = first.truth_of[a.uid]
+        for c, b in enumerate(cols):
+            id2 = second.truth_of[b.uid]
+            if truth1[id1].category != truth2[id2].category:
+                continue
+            (same if id1 == id2 else different).append(round(float(scores[r, c]), 4))
+    return AppearancePairs(tuple(sorted(same)), tuple(sorted(different)))
+
+
+def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
+    """Area under the ROC curve of scores that should rank ``positives`` above ``negatives``:
+    the Mann–Whitney probability that a positive outscores a negative, ties counting one half.
+    None when either set is empty."""
+    if not positives or not negatives:
+        return None
+    from scipy.stats import rankdata
+
+    ranks = rankdata(np.concatenate([np.asarray(positives, float), np.asarray(negatives, float)]))
+    n1, n2 = len(positives), len(negatives)
+    return float((ranks[:n1].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n2))

@@ -21,7 +21,8 @@ from typing import TextIO
 from ovman_core.config import ConfigError, OvmanConfig, load_config
 from ovman_core.relations import Relation
 from ovman_eval.dataset import DatasetError, GenerationSummary, Progress, generate_dataset
-from ovman_eval.generation import REASONS, TIMING_KEYS, GenerationRequest
+from ovman_eval.generation import TIMING_KEYS, GenerationRequest
+from ovman_eval.tables import rejection_table
 from ovman_sim.world import Condition
 
 BAR_WIDTH = 30
@@ -178,23 +179,9 @@ def summary_text(summary: GenerationSummary) -> str:
     """The rejection table (relation × reason) and the cost split of a finished run."""
     manifest = summary.manifest
     counts = manifest["counts"]
-    table = manifest["rejections"]
-    reasons = [r for r in REASONS if any(t.get(r) for t in table.values())]
-    reasons += sorted({r for t in table.values() for r in t} - set(reasons))
-    header = ["relation", "episodes", "candidates", "shortfall", *reasons]
-    rows = [header]
-    for relation in manifest["request"]["relations"]:
-        rejected = table.get(relation, {})
-        rows.append(
-            [
-                relation,
-                str(counts["per_relation"].get(relation, 0)),
-                str(counts["attempts_per_relation"].get(relation, 0)),
-                str(manifest["shortfall"].get(relation, 0)),
-                *(str(rejected.get(r, 0)) for r in reasons),
-            ]
-        )
-    widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
+    table = rejection_table(manifest)
+    rows = [table.header, *table.rows]
+    widths = [max(len(row[k]) for row in rows) for k in range(len(table.header))]
     lines = [
         "  ".join(cell.rjust(w) if k else cell.ljust(w) for k, (cell, w) in enumerate(zip(row, widths, strict=True)))
         for row in rows

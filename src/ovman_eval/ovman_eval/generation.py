@@ -15,8 +15,11 @@ One candidate (:meth:`EpisodeGenerator.fill_slot`):
    the relation, the instance(s) and the change(s) (a destination among the world's valid
    placements, a new instance, a mover) and apply them to the live world. Checks, each a
    rejection reason: instance movable, a valid destination, Δmin, the simulator accepting the
-   change. With a mover, the visit-2 tour is run once **without rendering** to learn the path the
-   carried instance will take. Then the answers (§1, unique or rejected), the anti-shortcut rule
+   change. The visit-2 tour is then run once **without rendering** to learn how the world moves
+   during it: the path a mover's instance will take, and how objects knocked by the change settle
+   (the simulator's physics). An object that settles farther than ``task.drift_tolerance`` rejects
+   the candidate here for drift, before anything is rendered; the same check on the recorded
+   frames (6-7) stays the authority. Then the answers (§1, unique or rejected), the anti-shortcut rule
    (§2, with every footprint of the mover's path), a start pose at least
    ``generation.min_start_distance`` from every answer region, and a reachable success position
    on the post-change grid.
@@ -471,10 +474,13 @@ class EpisodeGenerator:
         cert_movers = [
             _derive_seed(seed, 2 + k) if candidate.mover else None for k in range(self.task.certification_runs)
         ]
-        if candidate.mover is not None:
-            visit2 = _Visit([world.objects(), *self._dry_tour()])
-        else:
-            visit2 = _Visit([world.objects()])
+        visit2 = _Visit([world.objects(), *self._dry_tour()])
+        moving_id = candidate.mover[0] if candidate.mover else None
+        settling = _visit_drift(visit2, moving_id)
+        if settling > self.task.drift_tolerance:
+            raise CandidateRejectedError(
+                DRIFT, f"visit2 drift {settling:.3f} m > {self.task.drift_tolerance} m (settling, seen on the dry run)"
+            )
         queries = [_Query(r) for r in candidate.queries]
         dropped: list[tuple[Relation, str]] = []
         queries = self._keep(queries, dropped, slot.relation, lambda q: self._check_answer(q, candidate, w1, visit2))
@@ -498,7 +504,6 @@ class EpisodeGenerator:
             queries, dropped, slot.relation, lambda q: self._check_answer(q, candidate, visit1.first, visit2)
         )
         # 6-7. Drift.
-        moving_id = candidate.mover[0] if candidate.mover else None
         drift = {
             "visit1": _visit_drift(visit1, None),
             "visit2": _visit_drift(visit2, moving_id),
@@ -695,7 +700,7 @@ class EpisodeGenerator:
             raise CandidateRejectedError(ORACLE_FEASIBILITY, f"cannot reset the evaluated world: {err}") from None
 
     def _dry_tour(self) -> list[WorldState]:
-        """The visit-2 tour without rendering: the objects at every frame."""
+        """The visit-2 tour without rendering: the objects at every frame after the first."""
         sim = self.config.sim_node
         return [self.world.objects() for _ in tour_observations(_Unrendered(self.world), sim.tour, sim.world)]
 

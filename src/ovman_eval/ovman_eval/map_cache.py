@@ -45,7 +45,7 @@ import numpy as np
 
 from ovman_core.config import OvmanConfig, to_document
 from ovman_core.world_state import ObjectState, WorldState
-from ovman_eval.diagnostics import diagnose_map, diagnose_visits
+from ovman_eval.diagnostics import appearance_pairs, diagnose_map, diagnose_visits
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.fingerprint import source_fingerprint
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
@@ -54,7 +54,7 @@ from ovman_query.association import Association
 from ovman_sim.recording import RecordedFrame, RecordingError, read_visit
 from ovman_sim.world import Observation
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 """Bumped when :class:`GroupMaps` changes shape."""
 
 _KEY_SOURCES = (
@@ -355,6 +355,7 @@ def build_group_maps(
     second = diagnose_map(maps[2], truth.visit2_end, truth.discoverable2, gate)
     association = associate(maps[1], maps[2], config.query_node.association)
     memory = diagnose_visits(association, first, second, truth.visit1, truth.visit2_end, config.task.min_displacement)
+    colour_cue = appearance_pairs(maps[1], maps[2], first.match, second.match, truth.visit1, truth.visit2_end)
     diagnostics = {
         "visit1": first.summary(),
         "visit2": second.summary(),
@@ -367,6 +368,7 @@ def build_group_maps(
                 kind.value: {"predicted": s.predicted, "correct": s.correct, "relevant": s.relevant}
                 for kind, s in memory.changes.items()
             },
+            "appearance": {"same": list(colour_cue.same), "different": list(colour_cue.different)},
         },
     }
     vectors = {p: encoder.embed_text([p])[0] for p in sorted(set(phrases))}

@@ -60,6 +60,7 @@ from ovman_eval.tables import (
     headline_table,
     instance_groups,
     parser_table,
+    rejection_table,
     scene_groups,
 )
 from ovman_query.parser import QueryParser, evaluate_parser, held_out_accuracy
@@ -614,6 +615,11 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True) -> tuple[
     swept = read_sweep(run_dir)
     if swept is not None:
         tables.append(sweep_table(swept))
+    generation = _read_json(run_dir / RUN_FILE).get("generation")
+    if generation:
+        tables.append(rejection_table(generation))
+    else:
+        facts.append(("generation rejections", "unavailable: the run's dataset has no readable manifest"))
     md_path = run_dir / REPORT_MD
     html_path = run_dir / REPORT_HTML
     atomic_write_text(md_path, _markdown(run_dir, facts, tables, summary, episodes, by_episode))
@@ -635,8 +641,8 @@ def _episode_row(recs: Sequence[ResultRecord]) -> list[str]:
 
 
 SECTIONS = (
-    ("Map and memory", ("maps", "memory", "stress_success", "stress_maps"), ("map_quality.png",)),
-    ("Validity checks", ("seeds", "margin", "sweep", "text_queries", "parser"), ()),
+    ("Map and memory", ("maps", "memory", "appearance", "stress_success", "stress_maps"), ("map_quality.png",)),
+    ("Validity checks", ("seeds", "margin", "sweep", "rejections", "text_queries", "parser"), ()),
 )
 """Report sections after "Figures" and "Tables": (heading, table keys, figure file names)."""
 

@@ -77,7 +77,14 @@ from ovman_eval.condition_frames import (
     render_fingerprint,
     stress_condition,
 )
-from ovman_eval.dataset import EPISODES, DatasetError, atomic_write_text, code_revision, read_episodes
+from ovman_eval.dataset import (
+    EPISODES,
+    DatasetError,
+    atomic_write_text,
+    code_revision,
+    read_episodes,
+    read_manifest,
+)
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.failures import EpisodeOutcome, Gate, PartitionRadii, classify_failure, other_instance_footprints
 from ovman_eval.map_cache import CacheKeys, GroupMaps, MapCache, PhraseByPhraseEncoder, build_group_maps
@@ -991,6 +998,17 @@ class _Previous:
     wall_s: float
 
 
+def _generation_summary(dataset: Path) -> dict[str, Any] | None:
+    """What the report needs of the dataset's generation (its request, counts, rejections per
+    relation and reason, shortfall), or None when the dataset has no readable manifest."""
+    try:
+        manifest = read_manifest(dataset)
+    except DatasetError:
+        return None
+    keys = ("request", "counts", "rejections", "shortfall")
+    return {k: manifest[k] for k in keys} if all(k in manifest for k in keys) else None
+
+
 def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
     """Create the run directory, or check and load the unfinished run in it."""
     run_file = run_dir / RUN_FILE
@@ -1015,7 +1033,11 @@ def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
         raise BenchmarkError(f"{run_dir}: not empty and holds no {RUN_FILE}; choose a new run directory")
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        document = {"identity": identity, "started_utc": _stamp()}
+        document = {
+            "identity": identity,
+            "started_utc": _stamp(),
+            "generation": _generation_summary(Path(identity["request"]["dataset"])),
+        }
         atomic_write_text(run_file, json.dumps(document, sort_keys=True, indent=1) + "\n")
     try:
         records = [record_from_dict(d) for d in read_json_lines(run_dir / PARTIAL_RESULTS, tolerate_torn_tail=True)]

@@ -42,7 +42,9 @@ from collections.abc import Callable, Iterable, Sequence
 from statistics import stdev
 
 from ovman_core.relations import Relation
+from ovman_eval.diagnostics import auroc
 from ovman_eval.failures import FailureClass
+from ovman_eval.generation import REASONS
 from ovman_eval.results import ARM_ORDER, ResultRecord, baseline_records
 from ovman_eval.stats import holm, mcnemar_exact, poisson_binomial_sf, wilson_interval
 from ovman_query.arms import PARSE_FAILED
@@ -808,6 +810,62 @@ def memory_table(records: Iterable[ResultRecord], seed: int | None = None) -> Ta
     return Table("memory", "Memory diagnostics per arm", tuple(header), tuple(rows), notes)
 
 
+def appearance_table(records: Iterable[ResultRecord]) -> Table | None:
+    """The association's colour cue on same-category pairs (TASK.md §10): its AUROC, pooled over
+    the recorded groups (each group once, from the maps of the arms that associate them)."""
+    per_group: dict[str, dict] = {}
+    for record in records:
+        memory = (record.diagnostics or {}).get("memory") or {}
+        if "appearance" in memory:
+            per_group.setdefault(record.group_id, memory["appearance"])
+    if not per_group:
+        return None
+    same = [v for pairs in per_group.values() for v in pairs["same"]]
+    different = [v for pairs in per_group.values() for v in pairs["different"]]
+    row = (
+        "hue–saturation histogram (Bhattacharyya)",
+        str(len(same)),
+        str(len(different)),
+        fmt_num(auroc(same, different)),
+        fmt_num(_mean(same)),
+        fmt_num(_mean(different)),
+    )
+    notes = (
+        f"Pairs of a visit-1 and a visit-2 map instance matched to ground-truth objects of one category, pooled over "
+        f"{len(per_group)} recorded groups: the same object (positive) against two different objects (negative). "
+        "AUROC 0.5 is chance; the OVMAN paper measures 0.588 in-sample and 0.500 held-out for its appearance cue.",
+    )
+    header = ("cue", "same-object pairs", "different-object pairs", "AUROC", "mean same", "mean different")
+    return Table("appearance", "Same-category appearance cue of the association", header, (row,), notes)
+
+
+def rejection_table(generation: dict) -> Table:
+    """The generation's candidates and rejections per relation and reason (Algorithm 1), from a
+    dataset manifest's ``request``, ``counts``, ``rejections`` and ``shortfall``."""
+    table = generation["rejections"]
+    reasons = [r for r in REASONS if any(t.get(r) for t in table.values())]
+    reasons += sorted({r for t in table.values() for r in t} - set(reasons))
+    counts = generation["counts"]
+    rows = []
+    for relation in generation["request"]["relations"]:
+        rejected = table.get(relation, {})
+        rows.append(
+            (
+                relation,
+                str(counts["per_relation"].get(relation, 0)),
+                str(counts["attempts_per_relation"].get(relation, 0)),
+                str(generation["shortfall"].get(relation, 0)),
+                *(str(rejected.get(r, 0)) for r in reasons),
+            )
+        )
+    notes = (
+        "Candidates drawn per relation and why each rejected one failed, in the order the generator checks them "
+        "(drift: an object still settling after the change moved more than task.drift_tolerance while recorded).",
+    )
+    header = ("relation", "episodes", "candidates", "shortfall", *reasons)
+    return Table("rejections", "Generation: candidates and rejections per relation", header, tuple(rows), notes)
+
+
 def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list[Table]:
     """Every table that the records support, in report order: the baseline condition's records
     in every table, then the stress conditions against the baseline (:mod:`ovman_eval.stress`)."""
@@ -836,6 +894,7 @@ def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list
         margin_table(records),
         map_table(records),
         memory_table(records, seed),
+        appearance_table(records),
         *stress_tables(conditioned, seed),
     ]
     return [t for t in tables if t is not None]

@@ -25,11 +25,30 @@ open directions (not back, unless that is the only one). A hop is open when the 
 could make it with the carried object removed, the object fits at the target, and it stays clear
 of the agent.
 
+Physics (``sim_node.physics``, TASK.md §4 step 3): a moved or added object lands off its intended
+destination by a small seeded offset (kept only where it is still a valid placement), and every
+movable neighbour carrying nothing within ``knock_radius`` of the changed object's old or new
+footprint is knocked with ``knock_probability``: it slides (an exponential length of mean
+``slide_mean``, a uniform direction, shortened until its end is a valid placement) over the next
+``settle_steps`` world steps, and stops early where a step of the slide would leave its support or
+hit something (the agent included). Every draw is seeded by the home, the change's kind, instance
+and destination, so applying the same change to the same world settles the same way. So an
+object may still be moving when a visit's recording starts: Algorithm 1's drift check (lines 6-7)
+sees it. A reset ends every slide.
+
+Sensor (``sim_node.sensor``, :mod:`ovman_sim.sensor`): rendered depth gets range-dependent noise,
+millimetre rounding and missing pixels at object edges and beyond ``max_range``; the reported
+camera pose of a rendered frame may get pose noise (off by default). Draws are seeded per frame
+from the condition seed (which generation derives from the episode), the step and the pose.
+Segments and labels are the simulator's ground truth and stay exact; ``observe_pose`` (the
+unrendered path the agent's control reads) reports the simulator's pose.
+
 Conditions: ``low_light`` scales intensity by ``low_light_gain``, blacks out and invalidates (depth
 NaN, no segment) everything beyond ``low_light_visibility`` and adds Gaussian noise (seeded per
 frame from the condition seed, the step and the pose); ``texture`` shifts every instance's and
 surface's hue by up to ``texture_hue_jitter`` of the circle and overlays a random checker texture
-(seeded per instance), leaving geometry, depth and segments unchanged.
+(seeded per asset, so look-alike instances stay alike, and per surface), leaving geometry, depth
+and segments unchanged.
 """
 
 from __future__ import annotations
@@ -51,18 +70,20 @@ from ovman_sim.homes import (
     CATEGORIES,
     Appearance,
     Home,
+    Look,
     PlacedObject,
     Support,
-    draw_appearance,
-    draw_size,
+    draw_look,
     generate_home,
     object_parts,
     object_supports,
     parse_scene,
     stable_seed,
+    usual_asset,
     world_size,
 )
 from ovman_sim.render import BoxGeometry, Shading, render
+from ovman_sim.sensor import check_sensor, degrade_depth, noisy_pose
 from ovman_sim.world import (
     Action,
     ActionResult,
@@ -87,11 +108,27 @@ _EXCLUDING_KINDS = ("occupancy", "supports", "parts")
 _OK, _NO_SUPPORT, _OVERLAP, _ON_AGENT = 0, 1, 2, 3
 
 
+_SENSOR_STREAM = 1
+"""Extra key of the sensor's per-frame seed, so its draws are independent of low light's."""
+
+
 @dataclasses.dataclass
 class _Mover:
     instance_id: str
     rng: np.random.Generator
     heading: int | None = None
+
+
+@dataclasses.dataclass
+class _Slide:
+    """A knocked object sliding from ``start`` to ``end`` (box centres, world frame) over ``steps``
+    world steps; ``done`` of them have passed."""
+
+    instance_id: str
+    start: Vec3
+    end: Vec3
+    steps: int
+    done: int = 0
 
 
 class EmbeddedWorld:
@@ -114,6 +151,8 @@ class EmbeddedWorld:
         if self.config.mover.steps_per_move < 1:
             raise ValueError("config sim_node.mover.steps_per_move must be at least 1")
         self._hop_cells = round(hops)
+        _check_physics(self.config)
+        check_sensor(self.config.sensor)
         self.intrinsics = Intrinsics.from_vertical_fov(camera.width, camera.height, camera.vertical_fov_deg)
         emb = self.config.embedded
         self._shading = Shading(emb.ambient_light, emb.diffuse_light, tuple(emb.light_direction), emb.distance_falloff)
@@ -132,6 +171,7 @@ class EmbeddedWorld:
         self._pose = AgentPose(0.0, 0.0)
         self._step = 0
         self._mover: _Mover | None = None
+        self._slides: list[_Slide] = []
         self._version = 0
         self._cache: dict[str, tuple[object, object]] = {}
 
@@ -151,6 +191,7 @@ class EmbeddedWorld:
         home = self._homes[seed]
         self._home = home
         self._mover = None
+        self._slides = []
         self._step = 0
         self._templates = {}
         generated = {p.state.instance_id: p for p in home.objects}
@@ -205,6 +246,17 @@ class EmbeddedWorld:
         )
         owner = np.append(owners, -1)[frame.box_index]
         rgb, depth = frame.rgb, frame.depth
+        sensor = self.config.sensor
+        if sensor.enabled:
+            rng = np.random.default_rng([self._condition_seed, self._step, self._pose_key(), _SENSOR_STREAM])
+            depth = degrade_depth(depth, sensor, rng)
+            if sensor.pose_noise_translation > 0.0 or sensor.pose_noise_yaw_deg > 0.0:
+                reported = noisy_pose(pose, sensor, rng)
+                located = dataclasses.replace(
+                    located,
+                    pose=reported,
+                    camera_position=(reported.x, located.camera_position[1], reported.z),
+                )
         if self._condition is Condition.LOW_LIGHT:
             rgb, depth, owner = self._low_light(rgb, depth, owner)
         present, first = np.unique(owner.ravel(), return_index=True)
@@ -219,11 +271,13 @@ class EmbeddedWorld:
             located, rgb=rgb, depth=depth, segments=segments, segment_labels=labels, segment_instances=instances
         )
 
+    def _pose_key(self) -> int:
+        pose = self._pose
+        return stable_seed(round(pose.x, 3), round(pose.z, 3), round(pose.yaw_deg, 3), round(pose.horizon_deg, 3))
+
     def _low_light(self, rgb: np.ndarray, depth: np.ndarray, owner: np.ndarray):
         cond = self.config.conditions
-        pose = self._pose
-        key = stable_seed(round(pose.x, 3), round(pose.z, 3), round(pose.yaw_deg, 3), round(pose.horizon_deg, 3))
-        rng = np.random.default_rng([self._condition_seed, self._step, key])
+        rng = np.random.default_rng([self._condition_seed, self._step, self._pose_key()])
         rgb, depth, visible = degrade_low_light(
             rgb, depth, cond.low_light_gain, cond.low_light_noise_std, cond.low_light_visibility, rng
         )
@@ -265,6 +319,7 @@ class EmbeddedWorld:
             return ActionResult(True)
         self._step += 1
         self._tick_mover()
+        self._tick_slides()
         return result
 
     def teleport(self, pose: AgentPose) -> ActionResult:
@@ -307,6 +362,7 @@ class EmbeddedWorld:
             return ActionResult(False, False, f"move {change.instance_id} to {_fmt(change.position)}: {problem}")
         self._objects[change.instance_id] = _moved(placed, change.position)
         self._changed()
+        self._settle("move", change.instance_id, change.position, [placed.state.box])
         return ActionResult(True)
 
     def _remove(self, change: RemoveObject) -> ActionResult:
@@ -319,8 +375,9 @@ class EmbeddedWorld:
             )
         if self._mover is not None and self._mover.instance_id == change.instance_id:
             self._mover = None
-        del self._objects[change.instance_id]
+        removed = self._objects.pop(change.instance_id)
         self._changed()
+        self._settle("remove", change.instance_id, removed.state.position, [removed.state.box])
         return ActionResult(True)
 
     def _add(self, change: AddObject) -> ActionResult:
@@ -343,6 +400,7 @@ class EmbeddedWorld:
         self._objects[obj.instance_id] = placed
         self._objects = dict(sorted(self._objects.items()))
         self._changed()
+        self._settle("add", obj.instance_id, obj.position, [])
         return ActionResult(True)
 
     def candidate_placements(self, instance_id: str) -> list[Vec3]:
@@ -380,11 +438,11 @@ class EmbeddedWorld:
             return None
         if instance_id in self._objects:
             raise ValueError(f"new_instance: {instance_id!r} is already an instance in the world")
-        rng = np.random.default_rng(stable_seed(self.home.seed, category, instance_id))
-        size = world_size(draw_size(category, rng), 0)
+        look = self._look_for(category, instance_id)
+        size = world_size(look.size, 0)
         box = Box3((-size[0] / 2.0, 0.0, -size[2] / 2.0), (size[0] / 2.0, size[1], size[2] / 2.0))
         state = ObjectState(instance_id, category, box.center, box, CATEGORIES[category].movable)
-        self._templates[instance_id] = PlacedObject(state, draw_appearance(category, rng, 0))
+        self._templates[instance_id] = PlacedObject(state, look.appearance(0))
         return state
 
     # ------------------------------------------------------------------ protocol: mover, conditions
@@ -665,11 +723,84 @@ class EmbeddedWorld:
         self._objects[mover.instance_id] = _moved(placed, (x, placed.state.position[1], z))
         self._changed(only=mover.instance_id)
 
+    # ------------------------------------------------------------------ internals: physics
+
+    def _valid_at(self, placed: PlacedObject, position: Vec3) -> bool:
+        """Whether ``placed`` could stand at box centre ``position`` (everything else as it is)."""
+        state = placed.state
+        reasons = self._placement_reasons(
+            state.category, state.box, placed.appearance.facing, np.array([position]), state.instance_id
+        )
+        return int(reasons[0]) == _OK
+
+    def _settle(self, kind: str, instance_id: str, position: Vec3, touched: list[Box3]) -> None:
+        """Settle the world after a change of ``instance_id`` (intended box centre ``position``;
+        ``touched``: the footprints it left): its landing offset, then the knocks (module docstring)."""
+        physics = self.config.physics
+        if not physics.enabled:
+            return
+        where = tuple(round(float(v), 4) for v in position)
+        rng = np.random.default_rng([self.home.seed, stable_seed("settle", kind, instance_id, where)])
+        offset = rng.normal(0.0, physics.landing_offset_std, size=2)
+        placed = self._objects.get(instance_id)
+        if placed is not None:
+            for fraction in (1.0, 0.5):
+                target = _offset(position, fraction * offset[0], fraction * offset[1])
+                if self._valid_at(placed, target):
+                    self._objects[instance_id] = _moved(placed, target)
+                    self._changed(only=instance_id)
+                    break
+            touched = [*touched, self._objects[instance_id].state.box]
+        mover = self._mover.instance_id if self._mover is not None else None
+        sliding = {slide.instance_id for slide in self._slides}
+        for other_id in list(self._objects):
+            knock, angle, length = rng.uniform(), rng.uniform(0.0, 2.0 * math.pi), rng.exponential(physics.slide_mean)
+            other = self._objects[other_id]
+            if (
+                knock >= physics.knock_probability
+                or other_id in (instance_id, mover)
+                or other_id in sliding
+                or not other.state.movable
+                or min(_footprint_gap(other.state.box, box) for box in touched) > physics.knock_radius
+                or self._resting_on(other_id)
+            ):
+                continue
+            start = other.state.position
+            for fraction in (1.0, 0.5, 0.25):
+                end = _offset(start, fraction * length * math.cos(angle), fraction * length * math.sin(angle))
+                if self._valid_at(other, end):
+                    self._slides.append(_Slide(other_id, start, end, physics.settle_steps))
+                    break
+
+    def _tick_slides(self) -> None:
+        """Advance every slide by one world step; a slide whose next position is not a valid
+        placement (or whose object now carries something) ends where it is."""
+        kept = []
+        for slide in self._slides:
+            placed = self._objects.get(slide.instance_id)
+            if placed is None or self._resting_on(slide.instance_id):
+                continue
+            slide.done += 1
+            f = slide.done / slide.steps
+            target = tuple(round(a + f * (b - a), 6) for a, b in zip(slide.start, slide.end, strict=True))
+            if not self._valid_at(placed, target):  # type: ignore[arg-type]
+                continue
+            self._objects[slide.instance_id] = _moved(placed, target)  # type: ignore[arg-type]
+            self._changed(only=slide.instance_id)
+            if slide.done < slide.steps:
+                kept.append(slide)
+        self._slides = kept
+
     # ------------------------------------------------------------------ internals: drawing
 
-    def _appearance_for(self, category: str, instance_id: str) -> Appearance:
+    def _look_for(self, category: str, instance_id: str) -> Look:
+        """The look of a new instance, drawn from the home's assets, seeded by the home and the id."""
         rng = np.random.default_rng(stable_seed(self.home.seed, category, instance_id))
-        return draw_appearance(category, rng, 0)
+        look = self.config.world.appearance
+        return draw_look(category, rng, look, usual_asset(self.home.seed, category, look))
+
+    def _appearance_for(self, category: str, instance_id: str) -> Appearance:
+        return self._look_for(category, instance_id).appearance(0)
 
     def _geometry(self) -> tuple[BoxGeometry, np.ndarray, list[str]]:
         key = f"geometry:{self._condition.value}:{self._condition_seed}"
@@ -707,7 +838,8 @@ class EmbeddedWorld:
             placed = self._objects[instance_id]
             app = placed.appearance
             for k, part in enumerate(object_parts(placed.state.category, placed.state.box, app.facing)):
-                add(part.box, app.secondary if part.tone else app.primary, index, key=(instance_id, part.tone, k))
+                key = (placed.state.category, app.asset, part.tone, k)
+                add(part.box, app.secondary if part.tone else app.primary, index, key=key)
         boxes = BoxGeometry(
             np.array(lo, dtype=np.float64),
             np.array(hi, dtype=np.float64),
@@ -741,6 +873,33 @@ def _may_rest_on(category: str, support_category: str) -> bool:
     if spec.furniture and spec.placement != "companion":
         return False
     return spec.on is None or support_category in spec.on
+
+
+def _offset(position: Vec3, dx: float, dz: float) -> Vec3:
+    """``position`` shifted on the floor plane, rounded to the micrometre."""
+    return (round(position[0] + float(dx), 6), position[1], round(position[2] + float(dz), 6))
+
+
+def _footprint_gap(a: Box3, b: Box3) -> float:
+    """Floor distance between two boxes' footprints (m; 0 when they overlap)."""
+    dx = max(a.lo[0] - b.hi[0], b.lo[0] - a.hi[0], 0.0)
+    dz = max(a.lo[2] - b.hi[2], b.lo[2] - a.hi[2], 0.0)
+    return math.hypot(dx, dz)
+
+
+def _check_physics(config: SimConfig) -> None:
+    """Raise ValueError naming the first ``sim_node.physics`` key out of range."""
+    physics = config.physics
+    checks = {
+        "landing_offset_std": (physics.landing_offset_std >= 0.0, "a std in metres >= 0"),
+        "knock_radius": (physics.knock_radius >= 0.0, "a distance in metres >= 0"),
+        "knock_probability": (0.0 <= physics.knock_probability <= 1.0, "a probability in [0, 1]"),
+        "slide_mean": (physics.slide_mean > 0.0, "a mean length in metres > 0"),
+        "settle_steps": (physics.settle_steps >= 1, "a number of world steps >= 1"),
+    }
+    for key, (ok, expected) in checks.items():
+        if not ok:  # NaN fails every comparison, so it is refused too
+            raise ValueError(f"config sim_node.physics.{key} = {getattr(physics, key)!r}: expected {expected}")
 
 
 def _lattice(lo: float, hi: float, spacing: float) -> list[float]:

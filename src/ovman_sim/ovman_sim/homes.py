@@ -13,12 +13,20 @@ and two arms); an object's ground-truth box is the bounding box of its parts. Fu
 **supports**, rectangles at a height where small objects rest (a table top, a sofa seat, a
 mattress). An object's shape follows from its category, its box and its ``facing`` (which side is
 its front: 0 = +z, 1 = +x, 2 = −z, 3 = −x), so a moved or added object keeps its geometry.
+
+Appearance comes from **assets**, as in a simulator's library: each category has
+``world.appearance.variants_per_category`` assets (proportions and colours, the same in every
+home); a home has a usual asset per category and an instance takes it with probability
+``world.appearance.home_share`` (any asset otherwise; the chairs of a dining table are one set),
+then differs from it by a small size and colour jitter. So instances of a category often look
+alike, and colour is weak evidence of identity (TASK.md §10).
 """
 
 from __future__ import annotations
 
 import colorsys
 import dataclasses
+import functools
 import math
 import re
 import zlib
@@ -27,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ovman_core.boxes import Box3, Vec2, Vec3
-from ovman_core.config import EmbeddedWorldConfig, WorldConfig
+from ovman_core.config import AppearanceConfig, EmbeddedWorldConfig, WorldConfig
 from ovman_core.world_state import ObjectState
 from ovman_sim.floor_grid import FloorGrid, Occupancy
 
@@ -64,8 +72,9 @@ class CategorySpec:
     """How one category looks and where it goes.
 
     Sizes are local ``(width, height, depth)`` in metres: width across the front, depth front to back.
-    ``hsv`` is the base colour, ``hsv_jitter`` the per-instance spread (hue as a fraction of the
-    circle); ``secondary`` the colour of secondary parts (legs, frames, pots), None = darker primary.
+    ``hsv`` is the base colour, ``hsv_jitter`` the spread of the category's assets around it (hue as
+    a fraction of the circle); ``secondary`` the colour of secondary parts (legs, frames, pots),
+    None = darker primary.
     ``shape`` names the part builder. ``furniture`` objects are laid out per room (``placement``:
     against a ``wall``, ``free``-standing, or as a ``companion`` of another piece); small objects rest
     on the floor when ``floor`` and on the supports of the furniture categories in ``on`` (None =
@@ -226,11 +235,37 @@ _CEILING_COLOUR: RGB = (0.95, 0.95, 0.93)
 
 @dataclasses.dataclass(frozen=True)
 class Appearance:
-    """How an instance looks: primary and secondary colours (RGB in [0, 1]) and its facing (0-3)."""
+    """How an instance looks: primary and secondary colours (RGB in [0, 1]), its facing (0-3) and
+    the index of the category's asset it was drawn from."""
 
     primary: RGB
     secondary: RGB
     facing: int = 0
+    asset: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Asset:
+    """One appearance variant of a category: local size (width, height, depth; metres) and the
+    HSV colours of its primary and secondary parts (hue as a fraction of the circle)."""
+
+    size: Vec3
+    primary: HSV
+    secondary: HSV
+
+
+@dataclasses.dataclass(frozen=True)
+class Look:
+    """One instance drawn from its category's assets: local size (metres), colours (RGB in
+    [0, 1]) and the asset's index."""
+
+    size: Vec3
+    primary: RGB
+    secondary: RGB
+    asset: int
+
+    def appearance(self, facing: int) -> Appearance:
+        return Appearance(self.primary, self.secondary, facing, self.asset)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,31 +481,55 @@ def _hsv_rgb(h: float, s: float, v: float) -> RGB:
     return (round(r, 4), round(g, 4), round(b, 4))
 
 
-def draw_appearance(category: str, rng: np.random.Generator, facing: int) -> Appearance:
-    """Per-instance colours of ``category`` drawn from ``rng``."""
+@functools.lru_cache(maxsize=512)
+def category_assets(category: str, cfg: AppearanceConfig) -> tuple[Asset, ...]:
+    """The asset library of ``category``: ``cfg.variants_per_category`` sizes and colours drawn
+    from (``cfg.library_seed``, the category, the asset's index), the same in every home."""
     spec = CATEGORIES.get(category)
     hsv, jitter, secondary = (spec.hsv, spec.hsv_jitter, spec.secondary) if spec else ((0.0, 0.0, 0.6), _ANY, None)
-    offsets = rng.uniform(-1.0, 1.0, size=3) * np.asarray(jitter)
-    h, s, v = (hsv[k] + float(offsets[k]) for k in range(3))
-    primary = _hsv_rgb(h, s, v)
-    if secondary is None:
-        second = _hsv_rgb(h, s, 0.6 * v)
-    else:
-        second = _hsv_rgb(secondary[0] + 0.3 * float(offsets[0]), secondary[1], secondary[2] + 0.5 * float(offsets[2]))
-    return Appearance(primary, second, facing)
+    lo, hi = (np.asarray(spec.size_min), np.asarray(spec.size_max)) if spec else (np.full(3, 0.2), np.full(3, 0.2))
+    assets = []
+    for k in range(cfg.variants_per_category):
+        rng = np.random.default_rng([cfg.library_seed, stable_seed(category), k])
+        size = lo + rng.uniform(0.0, 1.0, size=3) * (hi - lo)
+        offsets = rng.uniform(-1.0, 1.0, size=3) * np.asarray(jitter)
+        primary = tuple(float(hsv[i] + offsets[i]) for i in range(3))
+        if secondary is None:
+            second = (primary[0], primary[1], 0.6 * primary[2])
+        else:
+            second = (secondary[0] + 0.3 * float(offsets[0]), secondary[1], secondary[2] + 0.5 * float(offsets[2]))
+        assets.append(Asset((float(size[0]), float(size[1]), float(size[2])), primary, second))  # type: ignore[arg-type]
+    return tuple(assets)
+
+
+def usual_asset(home_seed: int, category: str, cfg: AppearanceConfig) -> int:
+    """The asset of ``category`` that home ``home_seed`` mostly uses."""
+    rng = np.random.default_rng([home_seed, stable_seed(category), cfg.library_seed])
+    return int(rng.integers(cfg.variants_per_category))
+
+
+def draw_look(
+    category: str, rng: np.random.Generator, cfg: AppearanceConfig, usual: int, asset: int | None = None
+) -> Look:
+    """An instance of ``category``: asset ``asset`` when given, else the home's ``usual`` asset with
+    probability ``cfg.home_share`` and a uniform one otherwise; then the per-instance jitter of
+    size (millimetre-rounded) and colour. Always draws the same count of numbers from ``rng``."""
+    pick, other = float(rng.uniform()), int(rng.integers(cfg.variants_per_category))
+    if asset is None:
+        asset = usual if pick < cfg.home_share else other
+    base = category_assets(category, cfg)[asset]
+    scale = 1.0 + rng.uniform(-cfg.size_jitter, cfg.size_jitter, size=3)
+    size = np.round(np.asarray(base.size) * scale, 3)
+    dh = float(rng.uniform(-cfg.hue_jitter, cfg.hue_jitter))
+    ds, dv = (float(v) for v in rng.uniform(-cfg.tone_jitter, cfg.tone_jitter, size=2))
+    primary = _hsv_rgb(base.primary[0] + dh, base.primary[1] + ds, base.primary[2] + dv)
+    secondary = _hsv_rgb(base.secondary[0] + dh, base.secondary[1] + ds, base.secondary[2] + dv)
+    return Look((float(size[0]), float(size[1]), float(size[2])), primary, secondary, asset)
 
 
 def stable_seed(*keys: object) -> int:
     """A deterministic 32-bit seed from ``keys`` (crc32 of their repr; Python's hash is salted)."""
     return zlib.crc32(repr(keys).encode("utf-8"))
-
-
-def draw_size(category: str, rng: np.random.Generator) -> Vec3:
-    """A local (width, height, depth) of ``category``, centimetre-rounded."""
-    spec = CATEGORIES[category]
-    lo, hi = np.asarray(spec.size_min), np.asarray(spec.size_max)
-    size = np.round(lo + rng.uniform(0.0, 1.0, size=3) * (hi - lo), 2)
-    return (float(size[0]), float(size[1]), float(size[2]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -745,10 +804,17 @@ class _Builder:
         self.counters[category] = self.counters.get(category, 0) + 1
         return f"{category}_{self.counters[category]}"
 
-    def commit(self, category: str, box: Box3, facing: int, on_floor_rect: Occupancy | None) -> PlacedObject:
+    def draw(self, category: str, asset: int | None = None) -> Look:
+        """A look of ``category`` for this home (see :func:`draw_look`)."""
+        appearance = self.world.appearance
+        return draw_look(category, self.rng, appearance, usual_asset(self.home.seed, category, appearance), asset)
+
+    def commit(
+        self, category: str, box: Box3, facing: int, on_floor_rect: Occupancy | None, look: Look
+    ) -> PlacedObject:
         spec = CATEGORIES[category]
         state = ObjectState(self.new_id(category), category, box.center, box, spec.movable)
-        placed = PlacedObject(state, draw_appearance(category, self.rng, facing))
+        placed = PlacedObject(state, look.appearance(facing))
         index = len(self.objects)
         self.objects.append(placed)
         for part in object_parts(category, box, facing):
@@ -762,10 +828,10 @@ class _Builder:
         return placed
 
     def try_floor(
-        self, category: str, room: Room, centre: Vec2, size: Vec3, facing: int, gap: float
+        self, category: str, room: Room, centre: Vec2, look: Look, facing: int, gap: float
     ) -> PlacedObject | None:
-        """Place ``category`` standing on the floor at ``centre`` if every check passes."""
-        sx, sy, sz = world_size(size, facing)
+        """Place ``category`` looking like ``look`` on the floor at ``centre`` if every check passes."""
+        sx, sy, sz = world_size(look.size, facing)
         cx, cz = round(centre[0], 3), round(centre[1], 3)
         rect = (cx - sx / 2.0, cz - sz / 2.0, cx + sx / 2.0, cz + sz / 2.0)
         if not self.floor_rect_ok(rect, room, gap):
@@ -776,7 +842,7 @@ class _Builder:
         trial = self.keeps_home_connected(rect)
         if trial is None:
             return None
-        placed = self.commit(category, box, facing, trial)
+        placed = self.commit(category, box, facing, trial, look)
         self.furniture_rects.append(rect)
         return placed
 
@@ -785,7 +851,8 @@ class _Builder:
         gap = self.cfg.furniture_gap
         ix0, iz0, ix1, iz1 = self.interior(room)
         for _ in range(self.cfg.placement_attempts):
-            size = draw_size(category, self.rng)
+            look = self.draw(category)
+            size = look.size
             if spec.placement == "wall":
                 side = int(self.rng.integers(0, 4))
                 sx, _, sz = world_size(size, side)
@@ -796,7 +863,7 @@ class _Builder:
                 else:
                     cz = iz0 + gap + sz / 2.0 + u * max(iz1 - iz0 - 2 * gap - sz, 0.0)
                     cx = ix0 + gap + sx / 2.0 if side == 1 else ix1 - gap - sx / 2.0
-                placed = self.try_floor(category, room, (cx, cz), size, side, gap * 0.5)
+                placed = self.try_floor(category, room, (cx, cz), look, side, gap * 0.5)
             else:
                 facing = int(self.rng.integers(0, 4))
                 sx, _, sz = world_size(size, facing)
@@ -805,7 +872,7 @@ class _Builder:
                     continue
                 cx = float(self.rng.uniform(ix0 + m + sx / 2.0, ix1 - m - sx / 2.0))
                 cz = float(self.rng.uniform(iz0 + m + sz / 2.0, iz1 - m - sz / 2.0))
-                placed = self.try_floor(category, room, (cx, cz), size, facing, gap)
+                placed = self.try_floor(category, room, (cx, cz), look, facing, gap)
             if placed is not None:
                 return placed
         return None
@@ -815,18 +882,20 @@ class _Builder:
     ) -> PlacedObject | None:
         """Place ``category`` centred in front of ``anchor`` at ``distance`` from its front."""
         facing = anchor.appearance.facing
-        size = draw_size(category, self.rng)
-        _, _, d = size
+        look = self.draw(category)
+        _, _, d = look.size
         box = anchor.state.box
         _, _, ad = local_size(box, facing)
         fx, fz = _rotate(0.0, ad / 2.0 + distance + d / 2.0, facing)
         own = (facing + 2) % 4 if face_back else facing
         return self.try_floor(
-            category, room, (box.center[0] + fx, box.center[2] + fz), size, own, self.cfg.furniture_gap
+            category, room, (box.center[0] + fx, box.center[2] + fz), look, own, self.cfg.furniture_gap
         )
 
     def place_chairs(self, room: Room, table: PlacedObject, count: int) -> None:
+        """Up to ``count`` chairs around ``table``, one set: every chair is the same asset."""
         box = table.state.box
+        chair_set = self.draw("Chair").asset
         long_x = box.size[0] >= box.size[2]
         length = box.size[0] if long_x else box.size[2]
         for k in range(count):
@@ -834,8 +903,8 @@ class _Builder:
             slot = k // 2
             slots = (count + 1 - side) // 2
             along = (slot + 1) / (slots + 1) * length - length / 2.0
-            size = draw_size("Chair", self.rng)
-            _, _, d = size
+            look = self.draw("Chair", chair_set)
+            _, _, d = look.size
             gap = self.cfg.furniture_gap * 2
             if long_x:
                 facing = 0 if side == 0 else 2
@@ -845,15 +914,15 @@ class _Builder:
                 facing = 1 if side == 0 else 3
                 cx = box.lo[0] - gap - d / 2.0 if side == 0 else box.hi[0] + gap + d / 2.0
                 centre = (cx, box.center[2] + along)
-            self.try_floor("Chair", room, centre, size, facing, self.cfg.furniture_gap)
+            self.try_floor("Chair", room, centre, look, facing, self.cfg.furniture_gap)
 
     def place_on(self, category: str, index: int, support: Support, facing: int | None = None) -> PlacedObject | None:
         """Place a small object on ``support`` of object ``index`` (centred when ``facing`` is given)."""
         margin = self.cfg.surface_margin
         for _ in range(self.cfg.placement_attempts if facing is None else 1):
-            size = draw_size(category, self.rng)
+            look = self.draw(category)
             own = int(self.rng.integers(0, 4)) if facing is None else facing
-            sx, sy, sz = world_size(size, own)
+            sx, sy, sz = world_size(look.size, own)
             free_x = support.x_max - support.x_min - sx - 2 * margin
             free_z = support.z_max - support.z_min - sz - 2 * margin
             if free_x < 0.0 or free_z < 0.0:
@@ -868,7 +937,7 @@ class _Builder:
             parts = object_parts(category, box, own)
             if self.overlaps_parts(parts, 0.0) or self.overlaps_parts(parts, margin, exclude=index):
                 continue
-            return self.commit(category, box, own, None)
+            return self.commit(category, box, own, None, look)
         return None
 
 
@@ -1024,11 +1093,11 @@ def _scatter_small_objects(builder: _Builder, rooms: Sequence[Room]) -> None:
             if use_floor:
                 ix0, iz0, ix1, iz1 = builder.interior(room)
                 for _attempt in range(cfg.placement_attempts):
-                    size = draw_size(category, rng)
+                    look = builder.draw(category)
                     facing = int(rng.integers(0, 4))
                     cx = float(rng.uniform(ix0, ix1))
                     cz = float(rng.uniform(iz0, iz1))
-                    placed = builder.try_floor(category, room, (cx, cz), size, facing, cfg.furniture_gap)
+                    placed = builder.try_floor(category, room, (cx, cz), look, facing, cfg.furniture_gap)
                     if placed is not None:
                         break
             elif tops:
@@ -1063,3 +1132,15 @@ def _check_config(world: WorldConfig, cfg: EmbeddedWorldConfig) -> None:
         raise ValueError(f"{where}: room_size_min is too small to hold a doorway of door_width")
     if len(cfg.light_direction) != 3:
         raise ValueError(f"{where}.light_direction must have 3 entries (x, y, z), got {cfg.light_direction}")
+    look = world.appearance
+    checks = {
+        "variants_per_category": (look.variants_per_category >= 1, "an integer >= 1"),
+        "home_share": (0.0 <= look.home_share <= 1.0, "a probability in [0, 1]"),
+        "size_jitter": (0.0 <= look.size_jitter < 1.0, "a fraction in [0, 1)"),
+        "hue_jitter": (0.0 <= look.hue_jitter <= 0.5, "a fraction of the hue circle in [0, 0.5]"),
+        "tone_jitter": (0.0 <= look.tone_jitter <= 1.0, "a value in [0, 1]"),
+        "library_seed": (look.library_seed >= 0, "a non-negative integer"),
+    }
+    for key, (ok, expected) in checks.items():
+        if not ok:
+            raise ValueError(f"config sim_node.world.appearance.{key} = {getattr(look, key)!r}: expected {expected}")
