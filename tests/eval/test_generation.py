@@ -3,6 +3,7 @@ oracle rejections, the multi-change split, determinism of the plan."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -159,6 +160,31 @@ def test_drift_within_the_tolerance_is_recorded_and_accepted(tmp_path):
     (episode,) = read_episodes(summary.directory)
     assert episode.drift.visit2 == pytest.approx(SlightlyDriftingWorld.drift, abs=1e-6)
     assert episode.drift.reread == pytest.approx(0.0) and episode.drift.tolerance == TASK.drift_tolerance
+
+
+def _with_physics(config, **physics):
+    sim = config.sim_node
+    return dataclasses.replace(
+        config, sim_node=dataclasses.replace(sim, physics=dataclasses.replace(sim.physics, **physics))
+    )
+
+
+def test_a_knocked_neighbour_settling_beyond_the_tolerance_is_rejected_for_drift(tmp_path):
+    # Every movable neighbour within 1 m of a change is knocked and slides ~0.3 m: candidates
+    # whose neighbours settle while visit 2 is recorded are rejected, counted per relation.
+    config = _with_physics(small_config(), knock_radius=1.0, knock_probability=1.0, slide_mean=0.3)
+    summary = generate(tmp_path / "ds", request([Relation.MOVED, Relation.REMOVED], per_relation=2), config)
+    drifted = {r: t.get("drift", 0) for r, t in summary.manifest["rejections"].items()}
+    assert drifted["moved"] + drifted["removed"] >= 2
+    for episode in read_episodes(summary.directory):
+        assert max(episode.drift.visit1, episode.drift.visit2, episode.drift.reread) <= TASK.drift_tolerance
+    # Without physics nothing settles, so nothing is rejected for drift.
+    calm = generate(
+        tmp_path / "calm",
+        request([Relation.MOVED, Relation.REMOVED], per_relation=2),
+        _with_physics(config, enabled=False),
+    )
+    assert not any(t.get("drift") for t in calm.manifest["rejections"].values())
 
 
 def test_an_unsolvable_candidate_is_rejected_by_the_oracle(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import colorsys
 import dataclasses
 import itertools
 import re
@@ -14,7 +15,16 @@ from ovman_core.frames import optical_axes_thor
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.floor_grid import point_rect_distance
-from ovman_sim.homes import CATEGORIES, generate_home, object_parts, object_supports, parse_scene, scene_name
+from ovman_sim.homes import (
+    CATEGORIES,
+    category_assets,
+    generate_home,
+    object_parts,
+    object_supports,
+    parse_scene,
+    scene_name,
+)
+from ovman_sim.sensor import edge_pixels
 from ovman_sim.tours import plan_tour
 from ovman_sim.world import Action, AddObject, Condition, MoveObject, RemoveObject, World
 
@@ -22,8 +32,20 @@ SCENE = "embedded-1"
 
 
 @pytest.fixture(scope="module")
-def sim():
+def shipped():
+    """The shipped sim_node config: sensor model and physics on."""
     return load_config().sim_node
+
+
+@pytest.fixture(scope="module")
+def sim(shipped):
+    """The exact world: the ideal camera (exact depth and pose) and changes that land exactly and
+    settle nothing, for the tests of geometry, rendering and change rules."""
+    return dataclasses.replace(
+        shipped,
+        sensor=dataclasses.replace(shipped.sensor, enabled=False),
+        physics=dataclasses.replace(shipped.physics, enabled=False),
+    )
 
 
 @pytest.fixture
@@ -518,3 +540,209 @@ def test_condition_from_config_applies_from_the_start(sim):
     assert dim.observe().rgb.mean() < bright.observe().rgb.mean()
     with pytest.raises(ValueError, match=r"conditions\.name"):
         EmbeddedWorld(dataclasses.replace(sim, conditions=dataclasses.replace(sim.conditions, name="fog")))
+
+
+# ---------------------------------------------------------------- appearance as assets (TASK.md §10)
+
+
+def test_look_alikes_share_an_asset_and_differ_only_by_a_small_jitter(shipped):
+    look = shipped.world.appearance
+    shared = repeated = 0
+    for seed in range(4):
+        home = generate_home(seed, shipped.world, shipped.embedded)
+        by_category: dict[str, list] = {}
+        for placed in home.objects:
+            by_category.setdefault(placed.state.category, []).append(placed.appearance)
+        for category, looks in by_category.items():
+            assets = category_assets(category, look)
+            assert len(assets) == look.variants_per_category
+            for app in looks:
+                base = colorsys.hsv_to_rgb(
+                    assets[app.asset].primary[0] % 1.0, *np.clip(assets[app.asset].primary[1:], 0, 1)
+                )
+                assert np.abs(np.subtract(app.primary, base)).max() < 0.1, category
+            if len(looks) >= 2:
+                repeated += 1
+                shared += len({a.asset for a in looks}) < len(looks)
+    assert repeated >= 20 and shared / repeated >= 0.6
+
+
+def test_the_chairs_around_a_dining_table_are_one_set(shipped):
+    for seed in range(8):
+        home = generate_home(seed, shipped.world, shipped.embedded)
+        tables = [p for p in home.objects if p.state.category == "DiningTable"]
+        for table in tables:
+            box = table.state.box
+            chairs = [
+                p
+                for p in home.objects
+                if p.state.category == "Chair" and box.footprint.distance_to(p.state.floor) < 0.6
+            ]
+            if len(chairs) >= 2:
+                assert len({c.appearance.asset for c in chairs}) == 1
+                return
+    raise AssertionError("no dining table with two chairs in eight homes")
+
+
+def test_appearance_config_out_of_range_is_refused_naming_the_key(shipped):
+    for key, bad in (("variants_per_category", 0), ("home_share", 1.5), ("size_jitter", float("nan"))):
+        look = dataclasses.replace(shipped.world.appearance, **{key: bad})
+        world = dataclasses.replace(shipped.world, appearance=look)
+        with pytest.raises(ValueError, match=rf"world\.appearance\.{key}"):
+            generate_home(0, world, shipped.embedded)
+
+
+# ---------------------------------------------------------------- physics settling
+
+
+def knocking(shipped, **physics):
+    """The shipped config with every neighbour within 1 m knocked (and the ideal camera)."""
+    settings = {"knock_radius": 1.0, "knock_probability": 1.0, "slide_mean": 0.08, **physics}
+    return dataclasses.replace(
+        shipped,
+        physics=dataclasses.replace(shipped.physics, **settings),
+        sensor=dataclasses.replace(shipped.sensor, enabled=False),
+    )
+
+
+def move_with_neighbours(world: EmbeddedWorld):
+    """Move a small object that has movable neighbours; returns (instance id, intended destination)."""
+    for obj in world.objects():
+        if not obj.movable or abs(obj.box.lo[1]) < 1e-6 or world._resting_on(obj.instance_id):
+            continue
+        target = far_candidate(world, obj.instance_id, on_floor=False, min_distance=1.5)
+        return obj.instance_id, target
+    raise AssertionError("no small object to move")
+
+
+def test_a_change_knocks_neighbours_which_slide_over_the_settle_steps_and_stop(shipped):
+    sim = knocking(shipped)
+    world = EmbeddedWorld(sim)
+    world.reset(SCENE)
+    instance_id, target = move_with_neighbours(world)
+    assert world.apply_change(MoveObject(instance_id, target)).success
+    landed = world.objects()[instance_id].position
+    offset = np.hypot(landed[0] - target[0], landed[2] - target[2])
+    assert 0.0 < offset < 5 * sim.physics.landing_offset_std
+    start = world.objects()
+    states = [start]
+    for _ in range(sim.physics.settle_steps + 3):
+        world.step(Action.ROTATE_LEFT)
+        states.append(world.objects())
+    moved = [i for i in start.objects if start[i].position != states[-1][i].position]
+    assert moved and instance_id not in moved
+    # Settled by the last settle step, then at rest; every state is a valid world.
+    assert states[sim.physics.settle_steps] == states[-1]
+    for i in moved:
+        path = [s[i].floor for s in states[: sim.physics.settle_steps + 1]]
+        steps = [np.hypot(b[0] - a[0], b[1] - a[1]) for a, b in itertools.pairwise(path)]
+        assert max(steps) < 0.5 and np.hypot(path[-1][0] - path[0][0], path[-1][1] - path[0][1]) > 0.0
+
+
+def test_the_same_change_settles_the_same_way_and_physics_off_settles_nothing(shipped):
+    sim = knocking(shipped)
+    runs = []
+    for _ in range(2):
+        world = EmbeddedWorld(sim)
+        world.reset(SCENE)
+        instance_id, target = move_with_neighbours(world)
+        world.apply_change(MoveObject(instance_id, target))
+        for _ in range(sim.physics.settle_steps):
+            world.step(Action.ROTATE_RIGHT)
+        runs.append(world.objects())
+    assert runs[0] == runs[1]
+    exact = EmbeddedWorld(dataclasses.replace(sim, physics=dataclasses.replace(sim.physics, enabled=False)))
+    exact.reset(SCENE)
+    before = exact.objects()
+    assert exact.apply_change(MoveObject(instance_id, target)).success
+    assert exact.objects()[instance_id].position == pytest.approx(target)
+    for _ in range(sim.physics.settle_steps):
+        exact.step(Action.ROTATE_RIGHT)
+    after = exact.objects()
+    assert all(after[i] == before[i] for i in before.objects if i != instance_id)
+
+
+def test_a_reset_ends_every_slide(shipped):
+    sim = knocking(shipped)
+    world = EmbeddedWorld(sim)
+    world.reset(SCENE)
+    instance_id, target = move_with_neighbours(world)
+    world.apply_change(MoveObject(instance_id, target))
+    evaluated = world.objects()
+    world.reset(SCENE, evaluated, world.agent_pose())
+    for _ in range(sim.physics.settle_steps):
+        world.step(Action.ROTATE_RIGHT)
+    assert world.objects() == evaluated
+
+
+def test_physics_config_out_of_range_is_refused_naming_the_key(shipped):
+    for key, bad in (("knock_probability", -0.1), ("slide_mean", 0.0), ("settle_steps", 0)):
+        with pytest.raises(ValueError, match=rf"physics\.{key}"):
+            EmbeddedWorld(dataclasses.replace(shipped, physics=dataclasses.replace(shipped.physics, **{key: bad})))
+
+
+# ---------------------------------------------------------------- the sensor model
+
+
+def test_depth_noise_grows_with_range_and_depth_is_missing_beyond_range_and_at_edges(shipped, sim):
+    noisy, exact = EmbeddedWorld(shipped), EmbeddedWorld(sim)
+    noisy.reset(SCENE)
+    exact.reset(SCENE)
+    sensor = shipped.sensor
+    near_err, far_err = [], []
+    beyond = edges = dropped = 0
+    for a, b in zip(frames_at(noisy, tour_poses(noisy)[::6]), frames_at(exact, tour_poses(exact)[::6]), strict=True):
+        z, d = b.depth, a.depth
+        both = np.isfinite(z) & np.isfinite(d)
+        near_err.append((d - z)[both & (z < 1.5)])
+        far_err.append((d - z)[both & (z > 3.5) & (z <= sensor.max_range)])
+        out = z > sensor.max_range
+        beyond += int(out.sum())
+        assert np.isnan(d[out]).all()
+        edge = edge_pixels(z, sensor.edge_jump) & (z <= sensor.max_range)
+        edges += int(edge.sum())
+        dropped += int(np.isnan(d[edge]).sum())
+        assert not np.isnan(d[~edge & ~out & np.isfinite(z)]).any()
+        np.testing.assert_array_equal(a.segments, b.segments)
+        np.testing.assert_array_equal(a.rgb, b.rgb)
+    near, far = np.concatenate(near_err), np.concatenate(far_err)
+    assert beyond > 0 and edges > 0
+    assert 0.3 * sensor.edge_dropout < dropped / edges < 1.7 * sensor.edge_dropout
+    assert np.std(far) > 3 * np.std(near) > 0.0
+    assert np.std(far) == pytest.approx(sensor.depth_noise_base + sensor.depth_noise_quadratic * 4.5**2, rel=0.6)
+
+
+def test_sensor_noise_is_seeded_by_the_condition_seed_and_the_frame(shipped):
+    a, b = EmbeddedWorld(shipped), EmbeddedWorld(shipped)
+    for world in (a, b):
+        world.reset(SCENE)
+        world.set_condition(Condition.BASELINE, seed=7)
+    pose = tour_poses(a)[3]
+    fa, fb = next(frames_at(a, [pose])), next(frames_at(b, [pose]))
+    np.testing.assert_array_equal(fa.depth, fb.depth)
+    b.set_condition(Condition.BASELINE, seed=8)
+    assert not np.array_equal(next(frames_at(b, [pose])).depth, fa.depth, equal_nan=True)
+
+
+def test_pose_noise_is_off_by_default_and_perturbs_only_the_rendered_frame_when_on(shipped):
+    world = EmbeddedWorld(shipped)
+    world.reset(SCENE)
+    assert world.observe().pose == world.agent_pose()
+    sensor = dataclasses.replace(shipped.sensor, pose_noise_translation=0.05, pose_noise_yaw_deg=2.0)
+    shaky = EmbeddedWorld(dataclasses.replace(shipped, sensor=sensor))
+    shaky.reset(SCENE)
+    frame = shaky.observe()
+    true = shaky.agent_pose()
+    assert frame.pose != true and frame.pose.horizon_deg == true.horizon_deg
+    assert np.hypot(frame.pose.x - true.x, frame.pose.z - true.z) < 0.3
+    assert frame.camera_position[0] == frame.pose.x and frame.camera_position[2] == frame.pose.z
+    assert shaky.observe_pose().pose == true
+    again = EmbeddedWorld(dataclasses.replace(shipped, sensor=sensor))
+    again.reset(SCENE)
+    assert again.observe().pose == frame.pose
+
+
+def test_sensor_config_out_of_range_is_refused_naming_the_key(shipped):
+    for key, bad in (("max_range", 0.0), ("edge_dropout", 2.0), ("noise_cell_px", 0), ("depth_noise_base", -1.0)):
+        with pytest.raises(ValueError, match=rf"sensor\.{key}"):
+            EmbeddedWorld(dataclasses.replace(shipped, sensor=dataclasses.replace(shipped.sensor, **{key: bad})))

@@ -761,7 +761,8 @@ class EmbeddedWorld:
                 or other_id in (instance_id, mover)
                 or other_id in sliding
                 or not other.state.movable
-                or min(_footprint_gap(other.state.box, box) for box in touched) > physics.knock_radius
+                or min(other.state.box.footprint.distance_to_footprint(b.footprint) for b in touched)
+                > physics.knock_radius
                 or self._resting_on(other_id)
             ):
                 continue
@@ -878,13 +879,6 @@ def _may_rest_on(category: str, support_category: str) -> bool:
 def _offset(position: Vec3, dx: float, dz: float) -> Vec3:
     """``position`` shifted on the floor plane, rounded to the micrometre."""
     return (round(position[0] + float(dx), 6), position[1], round(position[2] + float(dz), 6))
-
-
-def _footprint_gap(a: Box3, b: Box3) -> float:
-    """Floor distance between two boxes' footprints (m; 0 when they overlap)."""
-    dx = max(a.lo[0] - b.hi[0], b.lo[0] - a.hi[0], 0.0)
-    dz = max(a.lo[2] - b.hi[2], b.lo[2] - a.hi[2], 0.0)
-    return math.hypot(dx, dz)
 
 
 def _check_physics(config: SimConfig) -> None:
