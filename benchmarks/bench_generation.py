@@ -15,14 +15,23 @@ run (this process and its workers, user + system) is printed too, with the load 
 estimate for dedicated cores divides the CPU time per episode by the number of workers (slots are
 independent, so they parallelise without coordination).
 
-Run: ``python benchmarks/bench_generation.py [--scenes 3] [--per-relation 2] [--workers 1,2]``.
+``--baseline REV`` measures another revision of the code side by side in the same run: the
+revision is exported to a temporary directory (``git archive``) and this script of that revision
+runs there first (its sources and config first on ``PYTHONPATH``, so the editable install of this
+checkout is bypassed; after a tiny warm-up run that compiles its numba functions), then this
+checkout; the ratio of CPU seconds per episode is printed.
+
+Run: ``python benchmarks/bench_generation.py [--scenes 3] [--per-relation 2] [--workers 1,2]
+[--baseline REV]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +57,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--multi-change", action="store_true", help="measure the multi-change split instead")
     parser.add_argument("--keep", help="keep the datasets under this directory instead of a temporary one")
+    parser.add_argument("--baseline", help="a git revision to measure first, side by side (e.g. HEAD~3)")
     args = parser.parse_args()
+    baseline = _run_baseline(args) if args.baseline else None
     config = load_config()
     cam, tour = config.sim_node.camera, config.sim_node.tour
     request = GenerationRequest(
@@ -87,6 +98,13 @@ def main() -> int:
             print(f"    cost split (summed over workers): {split}")
             per_relation = manifest["counts"]["attempts_per_relation"]
             print(f"    candidates per relation: {per_relation}")
+    if baseline is not None:
+        for workers, before in baseline.items():
+            if workers in cpu_per_episode:
+                print(
+                    f"side by side, workers={workers}: {args.baseline} {before:.2f} s CPU per episode, this checkout "
+                    f"{cpu_per_episode[workers]:.2f} s: {cpu_per_episode[workers] / before:.2f}x"
+                )
     for workers, rate in rates.items():
         dedicated = PAPER_EPISODES * cpu_per_episode[workers] / workers / 60.0
         print(
@@ -95,6 +113,29 @@ def main() -> int:
             "dedicated core(s) from the CPU time"
         )
     return 0
+
+
+def _run_baseline(args: argparse.Namespace) -> dict[int, float]:
+    """Run this benchmark on revision ``args.baseline`` (exported with git archive); returns its
+    CPU seconds per episode by worker count, after echoing its output."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tree:
+        archive = subprocess.run(["git", "-C", str(root), "archive", args.baseline], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
+        sources = sorted(str(p) for p in (Path(tree) / "src").iterdir() if p.is_dir())
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sources), "OVMAN_CONFIG": f"{tree}/config/ovman.yaml"}
+        command = [sys.executable, f"{tree}/benchmarks/bench_generation.py", "--scenes", str(args.scenes)]
+        command += ["--per-relation", str(args.per_relation), "--workers", args.workers, "--seed", str(args.seed)]
+        command += ["--multi-change"] if args.multi_change else []
+        # A first, tiny run compiles the revision's numba functions into its cache (this checkout's
+        # are cached already), so that compilation is not counted against it.
+        warm = [*command[:2], "--scenes", "1", "--per-relation", "1", "--workers", "1"]
+        subprocess.run(warm, env=env, check=True, capture_output=True, text=True)
+        print(f"baseline {args.baseline}:", flush=True)
+        output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    print("    " + output.strip().replace("\n", "\n    "))
+    found = re.findall(r"workers=(\d+): .*?\(([\d.]+) s per episode\)", output)
+    return {int(w): float(c) for w, c in found}
 
 
 def _cpu_seconds() -> float:

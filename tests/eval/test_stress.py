@@ -12,7 +12,7 @@ import pytest
 
 from ovman_core.relations import Relation
 from ovman_eval.cli import main
-from ovman_eval.condition_frames import ConditionSensor, StressCondition, stress_condition
+from ovman_eval.condition_frames import ConditionSensor, StressCondition, recording_sim_config, stress_condition
 from ovman_eval.dataset import EPISODES, read_episodes
 from ovman_eval.results import (
     BASELINE,
@@ -172,7 +172,7 @@ def dataset(tmp_path_factory, config):
 
 def test_texture_re_renders_colours_only_and_low_light_blinds_beyond_visibility(dataset, config):
     episode = next(e for e in read_episodes(dataset) if e.relation is Relation.MOVING)  # the mover moves objects
-    world = EmbeddedWorld(config.sim_node)
+    world = EmbeddedWorld(recording_sim_config(dataset, config))
     frames = list(read_visit(dataset / episode.recordings.visit2))
     texture = ConditionSensor(world, episode.scene.name, stress_condition("texture", episode.seeds.episode), "v2")
     low = ConditionSensor(world, episode.scene.name, stress_condition(LOW, episode.seeds.episode), "v2")
@@ -185,13 +185,20 @@ def test_texture_re_renders_colours_only_and_low_light_blinds_beyond_visibility(
         assert textured.pose == recorded.pose and textured.step == recorded.step
         recoloured += not np.array_equal(textured.rgb, recorded.rgb)
     assert recoloured == len(frames)
+    margin = 0.2  # (m): the recorded depth is the noisy sensor's; visibility applies to the true depth
+    blinded = 0
     for frame in frames:
         dark, recorded = low(frame), frame.observation
-        far = ~(recorded.depth <= visibility)
-        assert np.isnan(dark.depth[far]).all() and (dark.segments[far] == 0).all()
-        near = ~far
-        assert np.array_equal(dark.depth[near], recorded.depth[near])
+        seen = np.isfinite(dark.depth)
+        assert np.array_equal(dark.depth[seen], recorded.depth[seen])
+        assert not seen[np.isnan(recorded.depth)].any()
+        with np.errstate(invalid="ignore"):
+            assert not seen[recorded.depth > visibility + margin].any()
+            lost = ~seen & (recorded.depth < visibility - margin)
+        assert not lost.any() and (dark.segments[~seen & np.isfinite(recorded.depth)] == 0).all()
+        blinded += int((~seen & np.isfinite(recorded.depth)).sum())
         assert dark.rgb.mean() < recorded.rgb.mean()
+    assert blinded > 0
 
 
 @pytest.fixture(scope="module")

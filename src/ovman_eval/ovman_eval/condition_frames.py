@@ -11,7 +11,10 @@ that of the recording: the diagnostics compare the degraded map against the unpe
 
 The frames are re-rendered with the simulator configuration the dataset was generated with (its
 manifest's ``sim_node.world``, ``camera`` and ``embedded``: the homes and the camera of the
-recordings), under the run's own ``sim_node.conditions`` (:func:`recording_sim_config`).
+recordings), under the run's own ``sim_node.conditions`` (:func:`recording_sim_config`), with the
+ideal camera: a frame's depth is the recorded one (the sensor model's reading, drawn once when the
+episode was generated), invalid where the condition's re-render has none (beyond the low-light
+visibility), so a condition and the baseline differ by the condition alone.
 
 The condition's draws (noise, textures) use one seed per (episode, condition), the same for both
 visits (as ``ovman generate --condition`` records them): textures are randomised once per
@@ -77,9 +80,15 @@ def recording_sim_config(dataset: Path, config: OvmanConfig) -> SimConfig:
     try:
         recorded = config_from_document(read_manifest(dataset).get("config"), where).sim_node
     except (DatasetError, ConfigError):
-        return config.sim_node
+        return _ideal_camera(config.sim_node)
     world = dataclasses.replace(recorded.world, kind=config.sim_node.world.kind)
-    return dataclasses.replace(config.sim_node, world=world, camera=recorded.camera, embedded=recorded.embedded)
+    return _ideal_camera(
+        dataclasses.replace(config.sim_node, world=world, camera=recorded.camera, embedded=recorded.embedded)
+    )
+
+
+def _ideal_camera(sim: SimConfig) -> SimConfig:
+    return dataclasses.replace(sim, sensor=dataclasses.replace(sim.sensor, enabled=False))
 
 
 class ConditionSensor:
@@ -116,7 +125,10 @@ class ConditionSensor:
                 "intrinsics); run the stress conditions with the configuration the dataset was generated with "
                 "(sim_node.camera)"
             )
-        return dataclasses.replace(observation, step=recorded.step)
+        # The recorded depth is the camera's reading (sensor noise and dropouts included): keep it
+        # where the condition still sees, so that a condition changes only what it should.
+        depth = np.where(np.isnan(observation.depth), np.float32(np.nan), recorded.depth).astype(np.float32)
+        return dataclasses.replace(observation, depth=depth, step=recorded.step)
 
 
 def _same_camera(rendered: Observation, recorded: Observation) -> bool:
