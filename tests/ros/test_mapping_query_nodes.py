@@ -59,8 +59,21 @@ pytestmark = pytest.mark.ros
 
 CONFIG = load_config()
 SCENE = "embedded-11"  # two rooms, 30 objects: a full coverage tour is ~55 frames
-MOVED_ID, MOVED_TO = "Vase_1", (7.79, 0.865, 1.777)  # 5.1 m from where it stood in visit 1
+MOVED_ID = "Vase_1"  # moved to its valid placement farthest from where it stood in visit 1
 REMOVED_ID = "Chair_1"
+
+
+def moved_to() -> tuple[float, float, float]:
+    """The valid placement of MOVED_ID in SCENE farthest from its visit-1 position (floor distance)."""
+    world = EmbeddedWorld(CONFIG.sim_node)
+    world.reset(SCENE)
+    here = world.objects()[MOVED_ID].position
+    far = max(world.candidate_placements(MOVED_ID), key=lambda c: (math.hypot(c[0] - here[0], c[2] - here[2]), c))
+    world.close()
+    return far
+
+
+MOVED_TO = moved_to()
 # Node start-up loads MiniLM (~10 s alone, more with three processes on two cores) and discovery
 # has multi-second tails (notes/ros2-from-pypi.md): be generous.
 START_TIMEOUT_S = 90.0

@@ -139,7 +139,8 @@ def test_homes_use_a_rich_vocabulary_with_repeated_categories_and_varied_instanc
     colours_vary = [
         c for c, objs in repeated.items() if len({world.appearance(o.instance_id).primary for o in objs}) > 1
     ]
-    assert len(sizes_vary) >= 5 and len(colours_vary) >= 5
+    # Look-alikes share their asset's colours; sizes always differ by the per-instance jitter.
+    assert len(sizes_vary) >= 5 and len(colours_vary) >= 2
     for obj in state:
         assert re.fullmatch(rf"{obj.category}_\d+", obj.instance_id)
         assert obj.position == pytest.approx(obj.box.center)
