@@ -6,6 +6,7 @@ import colorsys
 import dataclasses
 import itertools
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from ovman_sim.homes import (
     parse_scene,
     scene_name,
 )
-from ovman_sim.sensor import edge_pixels
+from ovman_sim.sensor import degrade_depth, edge_pixels
 from ovman_sim.tours import plan_tour
 from ovman_sim.world import Action, AddObject, Condition, MoveObject, RemoveObject, World
 
@@ -747,3 +748,25 @@ def test_sensor_config_out_of_range_is_refused_naming_the_key(shipped):
     for key, bad in (("max_range", 0.0), ("edge_dropout", 2.0), ("noise_cell_px", 0), ("depth_noise_base", -1.0)):
         with pytest.raises(ValueError, match=rf"sensor\.{key}"):
             EmbeddedWorld(dataclasses.replace(shipped, sensor=dataclasses.replace(shipped.sensor, **{key: bad})))
+
+
+@pytest.mark.parametrize(
+    "depth",
+    [np.full((48, 64), np.nan), np.zeros((0, 0)), np.zeros((4, 5)), np.full((3, 3), np.inf), np.ones((7, 9))],
+    ids=["all-nan", "empty", "zeros", "inf", "odd-size"],
+)
+def test_the_sensor_reads_degenerate_depth_without_crashing_or_warning(shipped, depth):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = degrade_depth(depth.astype(np.float32), shipped.sensor, np.random.default_rng(0))
+    assert out.shape == depth.shape and out.dtype == np.float32
+    valid = np.isfinite(depth) & (depth > 0.0) & (depth <= shipped.sensor.max_range)
+    assert np.isnan(out[~valid]).all() and (out[valid] > 0.0).all()
+
+
+def test_nan_settings_are_refused_naming_the_key(shipped):
+    nan = float("nan")
+    with pytest.raises(ValueError, match=r"sim_node\.sensor\.edge_jump = nan"):
+        EmbeddedWorld(dataclasses.replace(shipped, sensor=dataclasses.replace(shipped.sensor, edge_jump=nan)))
+    with pytest.raises(ValueError, match=r"sim_node\.physics\.knock_radius = nan"):
+        EmbeddedWorld(dataclasses.replace(shipped, physics=dataclasses.replace(shipped.physics, knock_radius=nan)))

@@ -579,6 +579,15 @@ def config_from_document(document: Any, source: str) -> OvmanConfig:
     return OvmanConfig(**values, source=source)
 
 
+def check_ranges(section: str, values: Any, checks: dict[str, tuple[bool, str]]) -> None:
+    """Raise ConfigError naming the first key of ``section`` (e.g. ``sim_node.sensor``) whose
+    check failed: ``checks`` maps a field of ``values`` to (it is in range, what was expected).
+    Write each check so that NaN fails it (``0.0 <= x``, not ``not x < 0.0``)."""
+    for key, (ok, expected) in checks.items():
+        if not ok:
+            raise ConfigError(f"config {section}.{key} = {getattr(values, key)!r}: expected {expected}")
+
+
 def node_parameters(config: OvmanConfig, node: str) -> dict[str, Any]:
     """Flat ``{dotted.name: value}`` ROS parameters of one node: the shared block plus its own."""
     if node not in NODE_NAMES:

@@ -61,7 +61,7 @@ import numpy as np
 
 from ovman_core.boxes import Box3, Vec2, Vec3
 from ovman_core.camera import Intrinsics
-from ovman_core.config import SimConfig, load_config
+from ovman_core.config import SimConfig, check_ranges, load_config
 from ovman_core.frames import optical_axes_thor
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
 from ovman_sim.conditions import degrade_low_light
@@ -882,7 +882,7 @@ def _offset(position: Vec3, dx: float, dz: float) -> Vec3:
 
 
 def _check_physics(config: SimConfig) -> None:
-    """Raise ValueError naming the first ``sim_node.physics`` key out of range."""
+    """Raise ConfigError (a ValueError) naming the first ``sim_node.physics`` key out of range."""
     physics = config.physics
     checks = {
         "landing_offset_std": (physics.landing_offset_std >= 0.0, "a std in metres >= 0"),
@@ -891,9 +891,7 @@ def _check_physics(config: SimConfig) -> None:
         "slide_mean": (physics.slide_mean > 0.0, "a mean length in metres > 0"),
         "settle_steps": (physics.settle_steps >= 1, "a number of world steps >= 1"),
     }
-    for key, (ok, expected) in checks.items():
-        if not ok:  # NaN fails every comparison, so it is refused too
-            raise ValueError(f"config sim_node.physics.{key} = {getattr(physics, key)!r}: expected {expected}")
+    check_ranges("sim_node.physics", physics, checks)
 
 
 def _lattice(lo: float, hi: float, spacing: float) -> list[float]:

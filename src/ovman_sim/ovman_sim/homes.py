@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ovman_core.boxes import Box3, Vec2, Vec3
-from ovman_core.config import AppearanceConfig, EmbeddedWorldConfig, WorldConfig
+from ovman_core.config import AppearanceConfig, EmbeddedWorldConfig, WorldConfig, check_ranges
 from ovman_core.world_state import ObjectState
 from ovman_sim.floor_grid import FloorGrid, Occupancy
 
@@ -1141,6 +1141,4 @@ def _check_config(world: WorldConfig, cfg: EmbeddedWorldConfig) -> None:
         "tone_jitter": (0.0 <= look.tone_jitter <= 1.0, "a value in [0, 1]"),
         "library_seed": (look.library_seed >= 0, "a non-negative integer"),
     }
-    for key, (ok, expected) in checks.items():
-        if not ok:
-            raise ValueError(f"config sim_node.world.appearance.{key} = {getattr(look, key)!r}: expected {expected}")
+    check_ranges("sim_node.world.appearance", look, checks)

@@ -14,7 +14,8 @@ Depth: float32 (H, W) planar metres, NaN where invalid; the config is ``sim_node
   (it also keeps recordings compressible: i.i.d. noise per pixel made them 20 times larger). The
   deviates are the 65,536 quantiles of :data:`NORMAL_QUANTILES` picked by uniform 16-bit draws
   (tails cut at ±4.3 std);
-- **range**: depth beyond ``max_range`` (before the noise) is missing.
+- **range**: depth beyond ``max_range`` (before the noise) is missing, and so is depth that is
+  not a positive finite number.
 
 Pose noise (:func:`noisy_pose`) perturbs the reported camera pose on the floor and in yaw.
 Every draw comes from the generator the caller passes (seeded per frame by the world).
@@ -25,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtri
 
-from ovman_core.config import SensorConfig
+from ovman_core.config import SensorConfig, check_ranges
 from ovman_core.world_state import AgentPose
 
 NORMAL_QUANTILES = ndtri((np.arange(65536) + 0.5) / 65536).astype(np.float32)
@@ -33,7 +34,7 @@ NORMAL_QUANTILES = ndtri((np.arange(65536) + 0.5) / 65536).astype(np.float32)
 
 
 def check_sensor(sensor: SensorConfig) -> None:
-    """Raise ValueError naming the first ``sim_node.sensor`` key out of range."""
+    """Raise ConfigError (a ValueError) naming the first ``sim_node.sensor`` key out of range."""
     checks = {
         "depth_noise_base": (sensor.depth_noise_base >= 0.0, "a std in metres >= 0"),
         "depth_noise_quadratic": (sensor.depth_noise_quadratic >= 0.0, "a coefficient in 1/m >= 0"),
@@ -44,9 +45,7 @@ def check_sensor(sensor: SensorConfig) -> None:
         "pose_noise_translation": (sensor.pose_noise_translation >= 0.0, "a std in metres >= 0"),
         "pose_noise_yaw_deg": (sensor.pose_noise_yaw_deg >= 0.0, "a std in degrees >= 0"),
     }
-    for key, (ok, expected) in checks.items():
-        if not ok:  # NaN fails every comparison, so it is refused too
-            raise ValueError(f"config sim_node.sensor.{key} = {getattr(sensor, key)!r}: expected {expected}")
+    check_ranges("sim_node.sensor", sensor, checks)
 
 
 def edge_pixels(depth: np.ndarray, jump: float) -> np.ndarray:
@@ -68,7 +67,7 @@ def degrade_depth(depth: np.ndarray, sensor: SensorConfig, rng: np.random.Genera
     """The sensor's reading of exact planar ``depth`` (see the module docstring); a new array."""
     z = np.asarray(depth, dtype=np.float32)
     with np.errstate(invalid="ignore"):
-        missing = ~(z <= sensor.max_range)  # NaN and beyond range
+        missing = ~((z > 0.0) & (z <= sensor.max_range))  # NaN, non-positive and beyond range
     edge = edge_pixels(z, sensor.edge_jump)
     ii, jj = np.nonzero(edge & ~missing)
     dropped = rng.random(ii.size) < sensor.edge_dropout
@@ -78,8 +77,8 @@ def degrade_depth(depth: np.ndarray, sensor: SensorConfig, rng: np.random.Genera
     rows, cols = -(-z.shape[0] // cell), -(-z.shape[1] // cell)
     draws = np.frombuffer(rng.bytes(2 * rows * cols), dtype=np.uint16).reshape(rows, cols)
     deviates = np.repeat(np.repeat(NORMAL_QUANTILES[draws], cell, axis=0), cell, axis=1)[: z.shape[0], : z.shape[1]]
-    noisy = np.rint((z + deviates * std) * np.float32(1000.0)) / np.float32(1000.0)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # NaN and inf input become missing below
+        noisy = np.rint((z + deviates * std) * np.float32(1000.0)) / np.float32(1000.0)
         missing |= ~(noisy > 0.0)
     noisy[missing] = np.nan
     return noisy.astype(np.float32, copy=False)
