@@ -181,6 +181,22 @@ def test_commander_reaches_a_far_goal_through_nav_node_over_dds(nav_node, comman
     assert nav_node.stop() == 0, nav_node.diagnosis()
 
 
+def test_commander_goes_on_when_the_goal_response_is_lost(nav_node, commander, home, monkeypatch) -> None:
+    """A known DDS race can drop an action server's goal response (rclpy#1123): the commander then
+    reads the goal's acceptance from the action's status topic instead of failing."""
+    start, reachable = home
+    send = commander.nav_client.send_goal_async
+
+    def lost_response(*args: Any, **kwargs: Any) -> Future:
+        send(*args, **kwargs)
+        return Future()  # the server answers, but the answer never reaches the caller
+
+    monkeypatch.setattr(commander.nav_client, "send_goal_async", lost_response)
+    assert commander.goToPoint(map_target(farthest(reachable, start.floor)), timeout_sec=DISCOVERY_TIMEOUT_S)
+    wait_until_complete(commander, nav_node)
+    assert commander.getResult() is TaskResult.SUCCEEDED, (commander.getTaskError(), nav_node.diagnosis())
+
+
 def wait_for_latched_map(commander: OvmanCommander, node: NodeProcess) -> OccupancyGrid:
     received: list[OccupancyGrid] = []
     subscription = commander.create_subscription(OccupancyGrid, MAP_TOPIC, received.append, LATCHED)

@@ -9,7 +9,8 @@
 
 ``query`` calls ``/ovman/query`` (ovman_interfaces/srv/Query); ``goToAnswer`` sends the answer's
 goal to nav_node's ``/ovman/navigate`` action and returns once the goal is accepted or rejected
-(navigation continues in the background); ``isTaskComplete`` spins briefly and says whether it
+(navigation continues in the background; a goal response lost to DDS's service discovery race is
+recovered from the action's status topic); ``isTaskComplete`` spins briefly and says whether it
 has ended; ``getResult`` gives SUCCEEDED / CANCELED / FAILED like BasicNavigator, and
 ``getTaskError`` / ``getNavResult`` the Navigate error code and the SPL inputs. ``getPath`` is the
 plan nav_node published for the current goal. ``cancelTask`` cancels the running goal (its result
@@ -29,14 +30,18 @@ from __future__ import annotations
 
 import enum
 import time
+import uuid
 from typing import Any
 
-from action_msgs.msg import GoalStatus
+from action_msgs.msg import GoalStatus, GoalStatusArray
 from geometry_msgs.msg import Point, PointStamped
 from nav_msgs.msg import Path
 from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
 from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.qos import qos_profile_action_status_default
 from rclpy.task import Future
+from unique_identifier_msgs.msg import UUID
 
 from ovman_interfaces.action import Navigate
 from ovman_interfaces.msg import TargetUpdate
@@ -46,6 +51,8 @@ from ovman_sim.spinning import GraphNode
 
 QUERY_SERVICE = "/ovman/query"
 MOVING_RELATION = "moving"
+STATUS_TOPIC = f"{ACTION_NAME}/_action/status"
+"""The action's goal status topic (rcl_action's naming), read to recover a lost goal response."""
 
 
 class TaskResult(enum.Enum):
@@ -79,6 +86,7 @@ class OvmanCommander(GraphNode):
         self.nav_client = ActionClient(self, Navigate, ACTION_NAME)
         self.update_pub = self.create_publisher(TargetUpdate, TARGET_UPDATE_TOPIC, 10)
         self.create_subscription(Path, PLAN_TOPIC, self._on_plan, LATCHED)
+        self.create_subscription(GoalStatusArray, STATUS_TOPIC, self._on_status, qos_profile_action_status_default)
         self._own_executor = executor is None
         self._executor = SingleThreadedExecutor(context=self.context) if executor is None else executor
         self._executor.add_node(self)
@@ -89,6 +97,8 @@ class OvmanCommander(GraphNode):
         self._feedback: Navigate.Feedback | None = None
         self._path: Path | None = None
         self._goal_sent_ns = 0
+        self._pending_goal: bytes | None = None
+        self._pending_accepted: Any = None
 
     # --- query -------------------------------------------------------------------------------
 
@@ -151,13 +161,34 @@ class OvmanCommander(GraphNode):
         self._goal_handle = self._result_future = self._result = self._status = None
         self._feedback = self._path = None
         self._goal_sent_ns = self.get_clock().now().nanoseconds
-        future = self.nav_client.send_goal_async(goal, feedback_callback=self._on_feedback)
-        self._executor.spin_until_future_complete(future, timeout_sec=timeout_sec)
-        if not future.done() or not future.result().accepted:
-            self.get_logger().error("nav_node rejected the goal (or did not answer)")
+        goal_id = UUID(uuid=list(uuid.uuid4().bytes))
+        self._pending_goal, self._pending_accepted = bytes(goal_id.uuid), None
+        future = self.nav_client.send_goal_async(goal, feedback_callback=self._on_feedback, goal_uuid=goal_id)
+        deadline = time.monotonic() + timeout_sec
+        while not future.done() and self._pending_accepted is None and (left := deadline - time.monotonic()) > 0:
+            self._executor.spin_once(timeout_sec=min(0.1, left))
+        self._pending_goal = None
+        if future.done():
+            handle = future.result()
+            if not handle.accepted:
+                self.get_logger().error("nav_node rejected the goal")
+                return False
+        elif self._pending_accepted is not None:
+            # The server accepted the goal but its response never arrived: a known DDS service
+            # race (the response writer had not yet matched this client's reader; rclpy#1123,
+            # rmw_fastrtps#418). The status topic saw the goal, so go on with a handle of our own.
+            future.cancel()
+            response = Navigate.Impl.SendGoalService.Response(
+                accepted=True, stamp=self._pending_accepted
+            )
+            handle = ClientGoalHandle(self.nav_client, goal_id, response)
+            self.get_logger().warning("nav_node's goal response was lost; the goal status shows it accepted")
+        else:
+            future.cancel()
+            self.get_logger().error(f"nav_node did not answer the goal within {timeout_sec} s")
             return False
-        self._goal_handle = future.result()
-        self._result_future = self._goal_handle.get_result_async()
+        self._goal_handle = handle
+        self._result_future = handle.get_result_async()
         return True
 
     def updateTarget(  # noqa: N802 - nav2_simple_commander naming
@@ -230,6 +261,14 @@ class OvmanCommander(GraphNode):
 
     def _on_feedback(self, message: Any) -> None:
         self._feedback = message.feedback
+
+    def _on_status(self, message: GoalStatusArray) -> None:
+        if self._pending_goal is None:
+            return
+        for status in message.status_list:
+            known = status.status != GoalStatus.STATUS_UNKNOWN
+            if known and bytes(status.goal_info.goal_id.uuid) == self._pending_goal:
+                self._pending_accepted = status.goal_info.stamp
 
     def _on_plan(self, path: Path) -> None:
         # The plan topic is latched: ignore a plan stamped before the current goal was sent.
