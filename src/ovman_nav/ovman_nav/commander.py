@@ -178,9 +178,7 @@ class OvmanCommander(GraphNode):
             # race (the response writer had not yet matched this client's reader; rclpy#1123,
             # rmw_fastrtps#418). The status topic saw the goal, so go on with a handle of our own.
             future.cancel()
-            response = Navigate.Impl.SendGoalService.Response(
-                accepted=True, stamp=self._pending_accepted
-            )
+            response = Navigate.Impl.SendGoalService.Response(accepted=True, stamp=self._pending_accepted)
             handle = ClientGoalHandle(self.nav_client, goal_id, response)
             self.get_logger().warning("nav_node's goal response was lost; the goal status shows it accepted")
         else:
