@@ -5,7 +5,9 @@ import math
 import pytest
 
 from ovman_core.config import load_config
+from ovman_core.grid import grid_from_reachable
 from ovman_core.success import embodied_success
+from ovman_nav.astar import shortest_success_path_length
 from ovman_nav.executor import NavError, NavSettings, NavTarget, navigate
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.world import Action
@@ -45,13 +47,21 @@ def test_reaches_the_farthest_object_of_an_embedded_home_on_a_shortest_path(seed
     recording = RecordingWorld(world)
     target_object = farthest_object(world, movable_only=False)[0]
     target = NavTarget(target_object.floor, target_object.box.footprint)
+    grid = grid_from_reachable(world.reachable_positions(), SETTINGS.resolution)
+    start = grid.cell_of(world.agent_pose().floor)
+    aim = SETTINGS.success_radius - SETTINGS.approach_margin
     result = navigate(recording, target, SETTINGS)
     assert result.error is NavError.NONE, result.message
     final = world.agent_pose().floor
-    assert embodied_success(final, target_object.box.footprint, CONFIG.task.success_radius)
-    # A static home: the grid is exact, so nothing collides and the walk is the shortest one.
+    assert embodied_success(final, target_object.box.footprint, aim)  # the run aims inside R by the margin
+    # A static home: the grid is exact, so nothing collides and the walk is the shortest one to
+    # the aim radius, while SPL's l is the shortest to R.
     assert result.collisions == 0 and result.replans == 0
-    assert result.path_length == pytest.approx(result.shortest_path_length)
+    region = target_object.box.footprint
+    assert result.path_length == pytest.approx(shortest_success_path_length(grid, start, region, aim))
+    shortest = shortest_success_path_length(grid, start, region, SETTINGS.success_radius)
+    assert result.shortest_path_length == pytest.approx(shortest)
+    assert shortest < result.path_length <= shortest + 2 * SETTINGS.approach_margin
     assert result.path_length > 3.0, "the farthest object is not next to the start"
     assert recording.actions[-1] is Action.STOP and result.steps == len(recording.actions)
 

@@ -13,7 +13,9 @@ from ovman_sim.world import Action
 from .grid_world import RES, GridWorld, cell_of, world_of
 
 # One-cell success radius keeps the geometry crisp: only the 4 neighbours of T (and T) pass.
-SETTINGS = dataclasses.replace(NavSettings.from_config(load_config()), resolution=RES, success_radius=RES)
+SETTINGS = dataclasses.replace(
+    NavSettings.from_config(load_config()), resolution=RES, success_radius=RES, approach_margin=0.0
+)
 
 # Two rooms joined by a doorway D at (2, 6) and, the long way round, by the open bottom row 5.
 TWO_ROOMS = [
@@ -252,3 +254,34 @@ def test_a_lost_target_ends_the_run_with_no_target_and_keeps_its_counters():
     result = navigate(world, target_of(world), SETTINGS, target_may_move=True, target_updates=updates)
     assert result.error is NavError.NO_TARGET and "stopped coming" in result.message
     assert result.steps == 3 == len(world.actions) and len(result.trajectory) >= 2
+
+
+# R of two cells with a one-cell approach margin: the run aims at the 4 neighbours of T.
+MARGIN_SETTINGS = dataclasses.replace(SETTINGS, success_radius=2 * RES, approach_margin=RES)
+
+
+def test_the_run_aims_inside_r_by_the_approach_margin_while_spl_counts_to_r():
+    world = GridWorld(TWO_ROOMS)
+    result = navigate(world, target_of(world), MARGIN_SETTINGS)
+    assert result.success
+    assert math.dist(world.agent, world.target_cell()) <= 1.0  # one cell, not the two R allows
+    assert result.path_length == pytest.approx(SHORT_WAY * RES)
+    assert result.shortest_path_length == pytest.approx((SHORT_WAY - 1) * RES)  # SPL's l: to R
+
+
+def test_without_a_reachable_cell_inside_the_margin_the_run_aims_at_r():
+    walled_in = [
+        "#########",
+        "#S......#",
+        "#.......#",
+        "#...###.#",
+        "#...###.#",
+        "#...###.#",
+        "#.......#",
+        "#########",
+    ]
+    world = GridWorld(walled_in)
+    result = navigate(world, NavTarget.at_point(world_of((4, 5))), MARGIN_SETTINGS)
+    assert result.error is NavError.NONE and result.success
+    assert 1.0 < math.dist(world.agent, (4, 5)) <= 2.0
+    assert result.path_length == pytest.approx(result.shortest_path_length)

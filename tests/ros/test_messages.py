@@ -17,6 +17,7 @@ try:
         camera_bundle_items,
         camera_bundle_msg,
         camera_messages,
+        depth_array,
         header_msg,
         image_array,
         image_msg,
@@ -57,6 +58,17 @@ def test_images_round_trip_through_sensor_msgs_image(encoding, array):
     assert stamp_of(message.header) == 1_500_000_007
     back = image_array(message)
     assert back.dtype == array.dtype and np.array_equal(back, array, equal_nan=True)
+
+
+def test_depth_reads_from_32fc1_metres_and_from_a_drivers_16uc1_millimetres():
+    mm = np.array([[0, 1, 1500], [65535, 250, 0]], dtype=np.uint16)
+    metres = depth_array(image_msg(mm, "16UC1", header_msg(0, FRAMES.optical)))
+    expected = np.array([[np.nan, 0.001, 1.5], [65.535, 0.25, np.nan]], dtype=np.float32)
+    assert metres.dtype == np.float32 and np.allclose(metres, expected, equal_nan=True, rtol=0, atol=1e-7)
+    planar = np.array([[np.nan, 0.5]], dtype=np.float32)
+    assert np.array_equal(depth_array(image_msg(planar, "32FC1", header_msg(0, "x"))), planar, equal_nan=True)
+    with pytest.raises(MessageError, match="depth image encoding 'rgb8'; expected 32FC1 or 16UC1"):
+        depth_array(image_msg(np.zeros((2, 2, 3), np.uint8), "rgb8", header_msg(0, "x")))
 
 
 def test_an_image_whose_step_disagrees_with_its_data_is_rejected():

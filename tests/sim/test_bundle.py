@@ -223,3 +223,22 @@ def test_ground_truth_header_reads_stamp_and_pose_with_or_without_the_leading_la
         bundle.ground_truth_header('{"stamp_ns": 5, "step": 1}')
     with pytest.raises(bundle.BundleFormatError, match="not valid JSON"):
         bundle.ground_truth_header('{"stamp_ns": 5, "step": 1, "agent_pose": {"x": 1')
+
+
+def test_depth_goes_as_16uc1_millimetres_only_when_that_is_lossless():
+    rng = np.random.default_rng(2)
+    exact = rng.uniform(0.2, 7.0, (6, 9)).astype(np.float32)
+    exact[0, :3] = np.nan
+    readings = np.rint(exact * np.float32(1000.0)) / np.float32(1000.0)  # what the sensor model reports
+    encoding, pixels = bundle.depth_image(readings)
+    assert encoding == bundle.DEPTH_MM_ENCODING and pixels.dtype == np.dtype("<u2")
+    assert (pixels[0, :3] == 0).all() and (pixels[1:] > 0).all()
+    back = bundle.depth_metres(pixels)
+    assert back.dtype == np.float32 and back.tobytes() == readings.tobytes()  # the same bits, NaN included
+    assert bundle.depth_image(exact)[0] == bundle.DEPTH_ENCODING  # sub-millimetre depth stays float
+    for beyond in (np.inf, 70.0, 0.0, -0.001):
+        odd = readings.copy()
+        odd[3, 3] = beyond
+        encoding, pixels = bundle.depth_image(odd)
+        assert encoding == bundle.DEPTH_ENCODING and pixels.tobytes() == odd.tobytes()
+    assert bundle.depth_image(np.full((2, 2), np.nan, np.float32))[0] == bundle.DEPTH_MM_ENCODING

@@ -438,3 +438,23 @@ def test_ovman_record_visit_writes_a_readable_recording_of_the_tour(tmp_path, ca
     assert read_visit_info(out)[0].scene == "embedded-5"
     assert main(["record-visit", "--scene", "embedded-5", "--out", str(out), "--config", str(config_path)]) == 1
     assert "already exists" in capsys.readouterr().err
+
+
+def test_sensor_readings_are_recorded_as_16uc1_millimetres_and_read_back_bit_exact(tmp_path):
+    """Millimetre readings (the sensor model's) go out as 16UC1, 0 = missing, what RGB-D drivers
+    publish; an ideal camera's exact depth stays 32FC1 (see the module test above)."""
+    frames = synthetic_frames(3, seed=4)
+    for frame in frames:
+        depth = frame.observation.depth
+        depth[:] = np.rint(depth * np.float32(1000.0)) / np.float32(1000.0)
+    path = tmp_path / "visit1"
+    write_visit(path, INFO, frames)
+    messages = decoded_messages(path)
+    for (_, image), frame in zip(messages[bundle.DEPTH_TOPIC], frames, strict=True):
+        z = frame.observation.depth
+        assert (image.encoding, image.step) == ("16UC1", z.shape[1] * 2)
+        mm = np.frombuffer(bytes(image.data), dtype="<u2").reshape(z.shape)
+        assert np.array_equal(mm == 0, np.isnan(z))
+        assert np.array_equal(mm[mm > 0], np.rint(z[~np.isnan(z)] * 1000.0).astype(np.uint16))
+    for expected, got in zip(frames, read_visit(path), strict=True):
+        assert_same_frame(expected, got)

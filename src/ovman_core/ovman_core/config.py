@@ -390,6 +390,7 @@ class NavigationParams:
     block_expiry_steps: int
     max_replans: int
     retarget_distance: float
+    approach_margin: float
     max_collisions: int
     nav2_poll_period_s: float
     nav2_timeout_s: float

@@ -47,7 +47,7 @@ from ovman_interfaces.msg import Instance as InstanceMsg
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_mapping.instances import Instance, InstanceMap, Sighting
 from ovman_sim import bundle
-from ovman_sim.messages import MessageError, camera_bundle_items, image_array, time_msg
+from ovman_sim.messages import MessageError, camera_bundle_items, depth_array, image_array, time_msg
 from ovman_sim.world import Observation
 
 ANGLE_DECIMALS = 9
@@ -125,19 +125,19 @@ def observation_from_bundle(
     """
     try:
         intrinsics = bundle.intrinsics_from_camera_info(camera_info.width, camera_info.height, camera_info.k)
-        colour, planar_depth, segments = image_array(rgb), image_array(depth), image_array(instances)
+        colour, planar_depth, segments = image_array(rgb), depth_array(depth), image_array(instances)
     except (bundle.BundleFormatError, MessageError, ValueError) as err:
         raise MapMessageError(f"camera bundle at {labels.stamp_ns} ns: {err}") from None
     size = (intrinsics.height, intrinsics.width)
-    for name, image, encoding in (
-        ("rgb", rgb, bundle.RGB_ENCODING),
-        ("depth", depth, bundle.DEPTH_ENCODING),
-        ("instances", instances, bundle.INSTANCES_ENCODING),
+    for name, image, encodings in (
+        ("rgb", rgb, (bundle.RGB_ENCODING,)),
+        ("depth", depth, bundle.DEPTH_ENCODINGS),
+        ("instances", instances, (bundle.INSTANCES_ENCODING,)),
     ):
-        if image.encoding != encoding or (image.height, image.width) != size:
+        if image.encoding not in encodings or (image.height, image.width) != size:
             raise MapMessageError(
                 f"camera bundle at {labels.stamp_ns} ns: {name} image is {image.encoding} "
-                f"{image.width}x{image.height}; expected {encoding} {size[1]}x{size[0]} (camera_info)"
+                f"{image.width}x{image.height}; expected {' or '.join(encodings)} {size[1]}x{size[0]} (camera_info)"
             )
     position, yaw_deg, horizon_deg = camera_from_pose(camera_pose, map_frame)
     return Observation(

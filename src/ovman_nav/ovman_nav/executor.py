@@ -6,7 +6,10 @@ world after the change). A MoveAhead that collides blocks that grid edge and tri
 when the target may move (moving episodes), a blocked edge expires ``block_expiry_steps`` world
 steps after the collision, since the obstacle may have been the mover. A newer target estimate
 farther than ``retarget_distance`` from the current one triggers a replan. The run stops with a
-Stop action as soon as the success geometry (Eq. 4) holds for the current estimate.
+Stop action as soon as the success geometry (Eq. 4) holds for the current estimate with the
+*aim radius*: R − ``approach_margin``, so that a stop just inside R of an estimate a few
+centimetres off still succeeds against the true region, or R itself when no cell within the
+tighter radius can be reached (a region in a corner, a blocked approach).
 
 Step accounting: every primitive action counts, Stop included; the last action of the budget is
 reserved for Stop, so at most ``max_steps − 1`` motions are executed.
@@ -98,7 +101,8 @@ class NavSettings:
     ``resolution``: grid cell and MoveAhead length (m, sim_node.world.grid_size);
     ``rotate_step_deg``: one RotateLeft/RotateRight (deg); ``success_radius``: R (m);
     ``max_steps``: T_max (actions, Stop included); ``sequence_actions``: most actions sent to a
-    :class:`SequenceWorld` at once; the rest as in config ``navigation``.
+    :class:`SequenceWorld` at once; ``approach_margin``: how far inside R the run aims (m, below R);
+    the rest as in config ``navigation``.
     """
 
     resolution: float
@@ -110,6 +114,7 @@ class NavSettings:
     max_collisions: int
     retarget_distance: float
     sequence_actions: int = 1
+    approach_margin: float = 0.0
 
     def __post_init__(self) -> None:
         checks = {
@@ -121,6 +126,7 @@ class NavSettings:
             "navigation.max_collisions": self.max_collisions >= 0,
             "navigation.retarget_distance": self.retarget_distance >= 0.0,
             "navigation.sequence_actions": self.sequence_actions >= 1,
+            "navigation.approach_margin": 0.0 <= self.approach_margin < self.success_radius,
         }
         for key, ok in checks.items():
             if not ok:
@@ -145,6 +151,7 @@ class NavSettings:
             max_collisions=nav.max_collisions,
             retarget_distance=nav.retarget_distance,
             sequence_actions=nav.sequence_actions,
+            approach_margin=nav.approach_margin,
         )
 
 
@@ -291,6 +298,8 @@ class _Run:
         self.excluded_goals: set[Cell] = set()
         self.path: tuple[Cell, ...] | None = None
         self.planned_for: Vec2 | None = None  # target point of the current plan
+        # The stop and planning radius: R − approach_margin until no such cell can be reached.
+        self.aim_radius = settings.success_radius - settings.approach_margin
         # True while every route is blocked by edges that will expire: turn in place until one does.
         self.waiting = False
         self.waiting_turn = Action.ROTATE_RIGHT
@@ -318,7 +327,7 @@ class _Run:
             except TargetLostError as err:
                 return self.finish(NavError.NO_TARGET, str(err))
             self.expire_blocks()
-            if embodied_success(self.pose.floor, target.region, self.settings.success_radius):
+            if embodied_success(self.pose.floor, target.region, self.aim_radius):
                 return self.stop()
             if self.steps + 1 >= self.settings.max_steps:
                 return self.finish(NavError.TIMEOUT, f"step budget of {self.settings.max_steps} actions used up")
@@ -409,7 +418,7 @@ class _Run:
                 len(out) >= limit
                 or path is None
                 or len(path) < 2
-                or embodied_success(pose.floor, target.region, self.settings.success_radius)
+                or embodied_success(pose.floor, target.region, self.aim_radius)
             ):
                 return out
             action = facing_action(pose, path[0], path[1])
@@ -429,6 +438,7 @@ class _Run:
             self.path = None
             self.waiting = False
             self.retargets += 1
+            self.aim_radius = self.settings.success_radius - self.settings.approach_margin
         return update
 
     def expire_blocks(self) -> None:
@@ -449,9 +459,15 @@ class _Run:
                 f"gave up after {failure_replans} replans (navigation.max_replans={self.settings.max_replans})",
             )
         plan = self.plan(grid, cell, target, self.blocked)
+        if not plan.reachable and self.aim_radius < self.settings.success_radius:
+            self.aim_radius = self.settings.success_radius  # nothing reachable inside the margin
+            plan = self.plan(grid, cell, target, self.blocked)
         self.planned_for = target.point
-        if self.plans == 1:
-            self.shortest = plan.length(grid.resolution) if plan.reachable else None
+        if self.plans == 1:  # SPL's l is to the nearest cell within R, whatever the aim
+            exact = plan
+            if self.aim_radius < self.settings.success_radius:
+                exact = plan_to_region(grid, cell, target.region, self.settings.success_radius, self.blocked)
+            self.shortest = exact.length(grid.resolution) if exact.reachable else None
         if not plan.goals:
             return self.finish(
                 NavError.UNREACHABLE,
@@ -469,9 +485,7 @@ class _Run:
         return None
 
     def plan(self, grid: NavGrid, cell: Cell, target: NavTarget, blocked: Collection[Edge]) -> RegionPlan:
-        return plan_to_region(
-            grid, cell, target.region, self.settings.success_radius, blocked, exclude=self.excluded_goals
-        )
+        return plan_to_region(grid, cell, target.region, self.aim_radius, blocked, exclude=self.excluded_goals)
 
     def next_action(self, here: Cell, there: Cell) -> Action:
         return facing_action(self.pose, here, there)

@@ -626,7 +626,10 @@ class NavNode(GraphNode):
     def _nearest_success_cell(self, world: NavigableWorld, settings: NavSettings) -> GoalChooser:
         def choose(target: NavTarget) -> Vec2:
             grid = grid_from_reachable(world.reachable_positions(), settings.resolution)
-            plan = plan_to_region(grid, grid.cell_of(world.agent_pose().floor), target.region, settings.success_radius)
+            start = grid.cell_of(world.agent_pose().floor)
+            plan = plan_to_region(grid, start, target.region, settings.success_radius - settings.approach_margin)
+            if not plan.path:
+                plan = plan_to_region(grid, start, target.region, settings.success_radius)
             return grid.world_of(plan.path[-1]) if plan.path else target.point
 
         return choose

@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from scipy.spatial.transform import Rotation
 
 from ovman_core.boxes import Box3, Vec3
@@ -41,7 +42,9 @@ from ovman_sim.world import Observation
 RGB_TOPIC = "/camera/color/image_raw"
 """sensor_msgs/Image, ``rgb8``, frame ``camera_optical_frame``."""
 DEPTH_TOPIC = "/camera/depth/image_raw"
-"""sensor_msgs/Image, ``32FC1`` planar depth in metres (NaN = invalid), registered to the colour image."""
+"""sensor_msgs/Image, planar depth registered to the colour image: ``16UC1`` millimetres (0 = invalid,
+what RGB-D drivers publish) when that is lossless, else ``32FC1`` metres (NaN = invalid); see
+:func:`depth_image`."""
 INSTANCES_TOPIC = "/camera/instances/image_raw"
 """sensor_msgs/Image, ``32SC1`` per-frame segment ids (0 = no object)."""
 INSTANCE_LABELS_TOPIC = "/camera/instances/labels"
@@ -103,10 +106,39 @@ CAMERA_INPUTS = (CAMERA_TOPICS_OUTPUT, CAMERA_BUNDLE_OUTPUT)
 
 RGB_ENCODING = "rgb8"
 DEPTH_ENCODING = "32FC1"
+"""Planar depth in metres, NaN = invalid."""
+DEPTH_MM_ENCODING = "16UC1"
+"""Planar depth in millimetres, 0 = invalid (REP 118; what RealSense-class drivers publish)."""
+DEPTH_ENCODINGS = (DEPTH_ENCODING, DEPTH_MM_ENCODING)
 INSTANCES_ENCODING = "32SC1"
 DISTORTION_MODEL = "plumb_bob"
 
 IDENTITY_ROTATION: Quaternion = (0.0, 0.0, 0.0, 1.0)
+
+
+def depth_image(depth: np.ndarray) -> tuple[str, np.ndarray]:
+    """The encoding and pixels that carry planar ``depth`` (float32 m, NaN = invalid) exactly:
+    ``16UC1`` millimetres when every valid depth is a millimetre reading in [0.001, 65.535] m
+    (float32 ``k / 1000``, what the sensor model reports), so that :func:`depth_metres` gives
+    back the same bits; otherwise ``32FC1`` metres (an ideal camera, ±inf)."""
+    z = np.ascontiguousarray(depth, dtype="<f4")
+    valid = ~np.isnan(z)
+    with np.errstate(invalid="ignore"):
+        mm = np.rint(z * np.float32(1000.0))
+        fits = bool(np.all((mm >= 1.0) & (mm <= 65535.0) | ~valid))
+    if fits:
+        pixels = np.where(valid, mm, 0.0).astype("<u2")
+        if np.array_equal(depth_metres(pixels), z, equal_nan=True):
+            return DEPTH_MM_ENCODING, pixels
+    return DEPTH_ENCODING, z
+
+
+def depth_metres(pixels: np.ndarray) -> np.ndarray:
+    """Float32 metres (NaN = invalid) of a ``16UC1`` depth image in millimetres (0 = invalid)."""
+    mm = np.asarray(pixels)
+    depth = mm.astype(np.float32) / np.float32(1000.0)
+    depth[mm == 0] = np.nan
+    return depth
 
 
 class BundleFormatError(ValueError):

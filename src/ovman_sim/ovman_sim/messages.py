@@ -53,6 +53,7 @@ CAMERA_MESSAGES: dict[str, type] = {
 _IMAGE_LAYOUTS = {
     bundle.RGB_ENCODING: (np.dtype(np.uint8), 3),
     bundle.DEPTH_ENCODING: (np.dtype("<f4"), 1),
+    bundle.DEPTH_MM_ENCODING: (np.dtype("<u2"), 1),
     bundle.INSTANCES_ENCODING: (np.dtype("<i4"), 1),
 }
 
@@ -93,7 +94,7 @@ def header_msg(stamp_ns: int, frame_id: str) -> Header:
 
 
 def image_msg(image: np.ndarray, encoding: str, header: Header) -> Image:
-    """sensor_msgs/Image of an (H, W[, 3]) array in ``encoding`` (rgb8, 32FC1 or 32SC1), little-endian."""
+    """sensor_msgs/Image of an (H, W[, 3]) array in ``encoding`` (rgb8, 32FC1, 16UC1 or 32SC1), little-endian."""
     dtype, channels = _IMAGE_LAYOUTS[encoding]
     data = np.ascontiguousarray(image, dtype=dtype)
     expected_ndim = 3 if channels == 3 else 2
@@ -112,7 +113,7 @@ def image_msg(image: np.ndarray, encoding: str, header: Header) -> Image:
 
 
 def image_array(message: Image) -> np.ndarray:
-    """The array of an rgb8 / 32FC1 / 32SC1 sensor_msgs/Image (a copy, native byte order)."""
+    """The array of an rgb8 / 32FC1 / 16UC1 / 32SC1 sensor_msgs/Image (a copy, native byte order)."""
     if message.encoding not in _IMAGE_LAYOUTS:
         raise MessageError(f"unsupported image encoding {message.encoding!r}; expected one of {sorted(_IMAGE_LAYOUTS)}")
     dtype, channels = _IMAGE_LAYOUTS[message.encoding]
@@ -127,6 +128,15 @@ def image_array(message: Image) -> np.ndarray:
     shape = (message.height, message.width, 3) if channels == 3 else (message.height, message.width)
     # The one copy: frombuffer views the message's own buffer (array.array from rclpy), astype copies.
     return np.frombuffer(message.data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def depth_array(message: Image) -> np.ndarray:
+    """Planar depth in float32 metres (NaN = invalid) of a ``32FC1`` (m) or ``16UC1`` (mm, 0 =
+    invalid) sensor_msgs/Image; MessageError for any other encoding."""
+    if message.encoding not in bundle.DEPTH_ENCODINGS:
+        raise MessageError(f"depth image encoding {message.encoding!r}; expected {' or '.join(bundle.DEPTH_ENCODINGS)}")
+    pixels = image_array(message)
+    return bundle.depth_metres(pixels) if message.encoding == bundle.DEPTH_MM_ENCODING else pixels
 
 
 def camera_info_msg(observation: Observation, header: Header) -> CameraInfo:
@@ -198,7 +208,7 @@ def bundle_messages(
     return BundleMessages(
         stamp_ns=stamp_ns,
         rgb=image_msg(observation.rgb, bundle.RGB_ENCODING, optical),
-        depth=image_msg(observation.depth, bundle.DEPTH_ENCODING, optical),
+        depth=image_msg(*reversed(bundle.depth_image(observation.depth)), optical),
         instances=image_msg(observation.segments, bundle.INSTANCES_ENCODING, optical),
         labels=String(data=bundle.labels_json(observation, stamp_ns)),
         camera_info=camera_info_msg(observation, optical),

@@ -6,8 +6,10 @@ storage with zstd-compressed chunks) that ``ros2 bag play`` replays on a ROS 2 w
 (:class:`ovman_sim.bundle.FrameClock`: ``step_dt`` per world step, at least one per frame) on
 these topics (names and layouts in :mod:`ovman_sim.bundle`):
 
-- ``/camera/color/image_raw`` sensor_msgs/Image rgb8, ``/camera/depth/image_raw`` 32FC1 metres
-  (NaN invalid), ``/camera/instances/image_raw`` 32SC1 segment ids, all in the optical frame;
+- ``/camera/color/image_raw`` sensor_msgs/Image rgb8, ``/camera/depth/image_raw`` 16UC1
+  millimetres (0 invalid) when that is lossless (the sensor model's readings), else 32FC1 metres
+  (NaN invalid; an ideal camera), ``/camera/instances/image_raw`` 32SC1 segment ids, all in the
+  optical frame;
 - ``/camera/instances/labels`` std_msgs/String JSON: segment id → category (the segmenter's table);
 - ``/camera/color/camera_info`` sensor_msgs/CameraInfo (K from ovman_core.camera, plumb_bob, D = 0);
 - ``/tf`` tf2_msgs/TFMessage (``odom → base_link → camera_link``) and ``/camera/pose``
@@ -204,8 +206,8 @@ class VisitWriter:
         header = _header(stamp, frames.optical)
         width = observation.intrinsics.width
         self._put(bundle.RGB_TOPIC, _image(header, observation.rgb, bundle.RGB_ENCODING, width * 3), stamp)
-        depth = np.ascontiguousarray(observation.depth, dtype="<f4")
-        self._put(bundle.DEPTH_TOPIC, _image(header, depth, bundle.DEPTH_ENCODING, width * 4), stamp)
+        encoding, depth = bundle.depth_image(observation.depth)
+        self._put(bundle.DEPTH_TOPIC, _image(header, depth, encoding, width * depth.itemsize), stamp)
         segments = np.ascontiguousarray(observation.segments, dtype="<i4")
         self._put(bundle.INSTANCES_TOPIC, _image(header, segments, bundle.INSTANCES_ENCODING, width * 4), stamp)
         self._put(bundle.INSTANCE_LABELS_TOPIC, _string(bundle.labels_json(observation, stamp)), stamp)
@@ -511,7 +513,12 @@ def _assemble(
         )
     size = (intrinsics.height, intrinsics.width)
     rgb = _image_array(messages[bundle.RGB_TOPIC], bundle.RGB_ENCODING, np.uint8, (*size, 3), where, bundle.RGB_TOPIC)
-    depth = _image_array(messages[bundle.DEPTH_TOPIC], bundle.DEPTH_ENCODING, "<f4", size, where, bundle.DEPTH_TOPIC)
+    depth_msg = messages[bundle.DEPTH_TOPIC]
+    if depth_msg.encoding == bundle.DEPTH_MM_ENCODING:
+        mm = _image_array(depth_msg, bundle.DEPTH_MM_ENCODING, "<u2", size, where, bundle.DEPTH_TOPIC)
+        depth = bundle.depth_metres(mm)
+    else:
+        depth = _image_array(depth_msg, bundle.DEPTH_ENCODING, "<f4", size, where, bundle.DEPTH_TOPIC)
     segments = _image_array(
         messages[bundle.INSTANCES_TOPIC], bundle.INSTANCES_ENCODING, "<i4", size, where, bundle.INSTANCES_TOPIC
     )

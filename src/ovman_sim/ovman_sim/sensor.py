@@ -18,11 +18,15 @@ Depth: float32 (H, W) planar metres, NaN where invalid; the config is ``sim_node
   not a positive finite number.
 
 Pose noise (:func:`noisy_pose`) perturbs the reported camera pose on the floor and in yaw.
-Every draw comes from the generator the caller passes (seeded per frame by the world).
+Every draw comes from the generator the caller passes (seeded per frame by the world): first one
+uniform per valid edge pixel (row-major), then the 16-bit cell draws. The per-pixel passes are
+compiled with numba (one pass marks edges and validity, one applies drop-out and noise); they do
+in float32 exactly what the equivalent numpy expressions do, so the readings are the same.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from scipy.special import ndtri
 
@@ -51,37 +55,105 @@ def check_sensor(sensor: SensorConfig) -> None:
 def edge_pixels(depth: np.ndarray, jump: float) -> np.ndarray:
     """Bool (H, W): pixels with a 4-neighbour whose depth differs by more than ``jump`` times the
     nearer of the two (both pixels of such a pair are marked; NaN neighbours mark nothing)."""
-    z = np.asarray(depth, dtype=np.float32)
-    edge = np.zeros(z.shape, dtype=bool)
-    with np.errstate(invalid="ignore"):
-        rows = np.abs(z[1:] - z[:-1]) > jump * np.fmin(z[1:], z[:-1])
-        cols = np.abs(z[:, 1:] - z[:, :-1]) > jump * np.fmin(z[:, 1:], z[:, :-1])
-    edge[1:] |= rows
-    edge[:-1] |= rows
-    edge[:, 1:] |= cols
-    edge[:, :-1] |= cols
+    z = np.ascontiguousarray(depth, dtype=np.float32)
+    edge = np.zeros(z.shape, dtype=np.bool_)
+    _mark_edges(z, np.float32(jump), edge)
     return edge
 
 
 def degrade_depth(depth: np.ndarray, sensor: SensorConfig, rng: np.random.Generator) -> np.ndarray:
     """The sensor's reading of exact planar ``depth`` (see the module docstring); a new array."""
-    z = np.asarray(depth, dtype=np.float32)
-    with np.errstate(invalid="ignore"):
-        missing = ~((z > 0.0) & (z <= sensor.max_range))  # NaN, non-positive and beyond range
-    edge = edge_pixels(z, sensor.edge_jump)
-    ii, jj = np.nonzero(edge & ~missing)
-    dropped = rng.random(ii.size) < sensor.edge_dropout
-    missing[ii[dropped], jj[dropped]] = True
-    std = np.float32(sensor.depth_noise_base) + np.float32(sensor.depth_noise_quadratic) * z * z
+    z = np.ascontiguousarray(depth, dtype=np.float32)
+    edge = np.zeros(z.shape, dtype=np.bool_)
+    _mark_edges(z, np.float32(sensor.edge_jump), edge)
+    missing = np.empty(z.shape, dtype=np.bool_)
+    candidates = _mark_missing(z, np.float32(sensor.max_range), edge, missing)
+    drops = rng.random(candidates)
     cell = sensor.noise_cell_px
     rows, cols = -(-z.shape[0] // cell), -(-z.shape[1] // cell)
     draws = np.frombuffer(rng.bytes(2 * rows * cols), dtype=np.uint16).reshape(rows, cols)
-    deviates = np.repeat(np.repeat(NORMAL_QUANTILES[draws], cell, axis=0), cell, axis=1)[: z.shape[0], : z.shape[1]]
-    with np.errstate(invalid="ignore"):  # NaN and inf input become missing below
-        noisy = np.rint((z + deviates * std) * np.float32(1000.0)) / np.float32(1000.0)
-        missing |= ~(noisy > 0.0)
-    noisy[missing] = np.nan
-    return noisy.astype(np.float32, copy=False)
+    out = np.empty(z.shape, dtype=np.float32)
+    _read_depth(
+        z,
+        edge,
+        missing,
+        drops,
+        float(sensor.edge_dropout),
+        draws,
+        NORMAL_QUANTILES,
+        cell,
+        np.float32(sensor.depth_noise_base),
+        np.float32(sensor.depth_noise_quadratic),
+        out,
+    )
+    return out
+
+
+@numba.njit(cache=True)
+def _mark_edges(z: np.ndarray, jump: np.float32, edge: np.ndarray) -> None:
+    """Set ``edge`` (bool H×W, zeroed) where a 4-neighbour of ``z`` (float32 m) jumps by more than
+    ``jump`` times the nearer depth; a NaN on either side compares false."""
+    h, w = z.shape
+    for i in range(h):
+        for j in range(w):
+            a = z[i, j]
+            if i + 1 < h:
+                b = z[i + 1, j]
+                if abs(b - a) > jump * np.fmin(b, a):
+                    edge[i, j] = True
+                    edge[i + 1, j] = True
+            if j + 1 < w:
+                b = z[i, j + 1]
+                if abs(b - a) > jump * np.fmin(b, a):
+                    edge[i, j] = True
+                    edge[i, j + 1] = True
+
+
+@numba.njit(cache=True)
+def _mark_missing(z: np.ndarray, max_range: np.float32, edge: np.ndarray, missing: np.ndarray) -> int:
+    """Fill ``missing`` (bool H×W): depth that is not in (0, ``max_range``] m; return the number of
+    valid edge pixels (each draws one uniform for the drop-out)."""
+    h, w = z.shape
+    candidates = 0
+    for i in range(h):
+        for j in range(w):
+            gone = not (z[i, j] > 0.0 and z[i, j] <= max_range)
+            missing[i, j] = gone
+            if edge[i, j] and not gone:
+                candidates += 1
+    return candidates
+
+
+@numba.njit(cache=True)
+def _read_depth(
+    z: np.ndarray,
+    edge: np.ndarray,
+    missing: np.ndarray,
+    drops: np.ndarray,
+    dropout: float,
+    draws: np.ndarray,
+    quantiles: np.ndarray,
+    cell: int,
+    base: np.float32,
+    quadratic: np.float32,
+    out: np.ndarray,
+) -> None:
+    """Write into ``out`` (float32 m) the noisy, millimetre-rounded depth with NaN where missing:
+    ``drops`` holds one uniform per valid edge pixel in row-major order (below ``dropout``: dropped),
+    ``draws`` the uint16 quantile index of each ``cell``-pixel square."""
+    h, w = z.shape
+    k = 0
+    thousand = np.float32(1000.0)
+    for i in range(h):
+        for j in range(w):
+            gone = missing[i, j]
+            if edge[i, j] and not gone:
+                gone = drops[k] < dropout
+                k += 1
+            zz = z[i, j]
+            std = base + quadratic * zz * zz
+            noisy = np.float32(np.rint((zz + quantiles[draws[i // cell, j // cell]] * std) * thousand) / thousand)
+            out[i, j] = np.float32(np.nan) if gone or not noisy > 0.0 else noisy
 
 
 def noisy_pose(pose: AgentPose, sensor: SensorConfig, rng: np.random.Generator) -> AgentPose:

@@ -4,8 +4,9 @@ Owns one :class:`ovman_sim.session.SimSession` and only converts messages (ovman
 For every frame it publishes one bundle, all with the same stamp (sim time, advancing
 ``node.step_dt`` per world step):
 
-- the camera: ``/camera/color/image_raw`` (rgb8), ``/camera/depth/image_raw`` (32FC1 m, NaN
-  invalid), ``/camera/instances/image_raw`` (32SC1 segment ids) + ``/camera/instances/labels``
+- the camera: ``/camera/color/image_raw`` (rgb8), ``/camera/depth/image_raw`` (16UC1 mm, 0
+  invalid, with the sensor model; 32FC1 m, NaN invalid, for an ideal camera),
+  ``/camera/instances/image_raw`` (32SC1 segment ids) + ``/camera/instances/labels``
   (JSON), ``/camera/color/camera_info``, ``/camera/pose`` (optical frame in ``map``): reliable,
   transient local (a late subscriber that asks for transient local gets the latest
   ``node.qos_depth`` frames). ``node.camera_output`` says where they go: ``topics`` (those six
