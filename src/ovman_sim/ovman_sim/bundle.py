@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numba
 import numpy as np
 from scipy.spatial.transform import Rotation
 
@@ -122,15 +123,27 @@ def depth_image(depth: np.ndarray) -> tuple[str, np.ndarray]:
     (float32 ``k / 1000``, what the sensor model reports), so that :func:`depth_metres` gives
     back the same bits; otherwise ``32FC1`` metres (an ideal camera, ±inf)."""
     z = np.ascontiguousarray(depth, dtype="<f4")
-    valid = ~np.isnan(z)
-    with np.errstate(invalid="ignore"):
-        mm = np.rint(z * np.float32(1000.0))
-        fits = bool(np.all((mm >= 1.0) & (mm <= 65535.0) | ~valid))
-    if fits:
-        pixels = np.where(valid, mm, 0.0).astype("<u2")
-        if np.array_equal(depth_metres(pixels), z, equal_nan=True):
-            return DEPTH_MM_ENCODING, pixels
+    pixels = np.empty(z.shape, dtype="<u2")
+    if _millimetres(z.reshape(-1), pixels.reshape(-1)):
+        return DEPTH_MM_ENCODING, pixels
     return DEPTH_ENCODING, z
+
+
+@numba.njit(cache=True)
+def _millimetres(z: np.ndarray, out: np.ndarray) -> bool:
+    """Fill ``out`` (uint16, flat) with the millimetres of ``z`` (float32 m, flat; NaN → 0); False
+    as soon as a value is not exactly ``float32(k) / 1000`` for an integer k in [1, 65535]."""
+    thousand = np.float32(1000.0)
+    for i in range(z.size):
+        value = z[i]
+        if np.isnan(value):
+            out[i] = 0
+            continue
+        mm = np.rint(value * thousand)
+        if not (mm >= 1.0 and mm <= 65535.0) or np.float32(mm) / thousand != value:
+            return False
+        out[i] = np.uint16(mm)
+    return True
 
 
 def depth_metres(pixels: np.ndarray) -> np.ndarray:
