@@ -297,6 +297,19 @@ class EncoderConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class SegmenterConfig:
+    """Where segments come from (ovman_mapping.segmenter): ``learned`` (the project's network),
+    ``simulator`` (the simulator's masks; oracle and diagnostic arms only) or ``clip``;
+    probabilities in [0, 1]; ``threads``: torch intra-op threads."""
+
+    kind: str
+    model: str
+    boundary_threshold: float
+    min_confidence: float
+    threads: int
+
+
+@dataclasses.dataclass(frozen=True)
 class MappingNodeParams:
     """mapping_node's ROS side: camera input, subscription depth, synchroniser bound, visit control (seconds)."""
 
@@ -325,6 +338,7 @@ class MappingConfig:
     """Parameters of ``mapping_node``."""
 
     mapping: MappingParams
+    segmenter: SegmenterConfig
     encoder: EncoderConfig
     node: MappingNodeParams
     markers: MapMarkersConfig
@@ -471,6 +485,25 @@ class BenchmarkNodeParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class PerceptionParams:
+    """``ovman train-perception`` / ``eval-perception``: perception homes, frames, the network and
+    its training (ovman_eval.perception)."""
+
+    train_homes: int
+    test_homes: int
+    frame_stride: int
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    seed: int
+    widths: list[int]
+    decoder_stages: int
+    input_stride: int
+    threads: int
+    iou_threshold: float
+
+
+@dataclasses.dataclass(frozen=True)
 class BenchmarkConfig:
     """Parameters of ``benchmark_node``."""
 
@@ -478,6 +511,7 @@ class BenchmarkConfig:
     generation: GenerationParams
     diagnostics: DiagnosticsParams
     sweep: SweepParams
+    perception: PerceptionParams
     node: BenchmarkNodeParams
 
 

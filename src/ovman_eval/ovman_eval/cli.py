@@ -27,6 +27,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("(re)write the report of a benchmark run", "ovman_eval.benchmark_command:add_report"),
     "show": ("draw one episode from above: maps, answer, predictions, path", "ovman_eval.benchmark_command:add_show"),
     "sweep": ("static memory margin of a run over a grid of admissibility settings", "ovman_eval.sweep_command:add"),
+    "train-perception": (
+        "train the learned segmenter on renders of the perception homes",
+        "ovman_eval.perception_command:add_train",
+    ),
+    "eval-perception": (
+        "the segmenter's precision, recall and accuracy on held-out perception homes",
+        "ovman_eval.perception_command:add_eval",
+    ),
     "launch": ("start the ROS 2 benchmark graph as processes (no ros2 launch needed)", "ovman_eval.launch_command:add"),
 }
 

@@ -34,6 +34,7 @@ from ovman_core.boxes import Footprint, Vec2, Vec3
 from ovman_core.relations import Relation
 from ovman_core.world_state import AgentPose
 from ovman_query.surface_forms import PHRASINGS, phrase
+from ovman_sim.homes import is_perception_scene
 
 FORMAT_VERSION = 1
 """Version of the record layout below; readers reject other versions."""
@@ -391,6 +392,11 @@ def check_episode(record: EpisodeRecord) -> list[tuple[str, str]]:
     need(record.split in SPLITS, "split", f"{record.split!r} is not one of {', '.join(SPLITS)}")
     need(record.scene.world in WORLDS, "scene.world", f"{record.scene.world!r} is not one of {', '.join(WORLDS)}")
     need(bool(record.scene.name), "scene.name", "empty")
+    need(
+        not is_perception_scene(record.scene.name),
+        "scene.name",
+        f"{record.scene.name!r} is a perception home, held out for training the segmenter",
+    )
     need(
         record.scene.condition in CONDITIONS,
         "scene.condition",

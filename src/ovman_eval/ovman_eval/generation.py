@@ -83,6 +83,7 @@ from ovman_eval.episodes import (
 from ovman_nav.astar import plan_to_region
 from ovman_nav.executor import NavError, NavSettings, NavTarget, navigate
 from ovman_query.surface_forms import PHRASINGS, phrase, surface_names
+from ovman_sim.homes import is_perception_scene
 from ovman_sim.recording import VisitInfo, VisitWriter
 from ovman_sim.tours import tour_observations
 from ovman_sim.world import Action, ActionResult, AddObject, Change, Condition, MoveObject, RemoveObject, World
@@ -182,6 +183,12 @@ class GenerationRequest:
             raise ValueError("generation needs at least one scene")
         if len(set(self.scenes)) != len(self.scenes):
             raise ValueError(f"scenes are listed twice: {', '.join(self.scenes)}")
+        held_back = [s for s in self.scenes if is_perception_scene(s)]
+        if held_back:
+            raise ValueError(
+                f"scene {held_back[0]!r} is a perception home (ovman train-perception's own namespace); "
+                "episodes use embedded-<seed> scenes"
+            )
         if self.per_relation < 1:
             raise ValueError(f"--per-relation must be at least 1, got {self.per_relation}")
         if self.seed < 0:

@@ -50,6 +50,7 @@ from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.fingerprint import source_fingerprint
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
 from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
+from ovman_mapping.segmenter import segmenter_identity
 from ovman_query.association import Association
 from ovman_sim.recording import RecordedFrame, RecordingError, read_visit
 from ovman_sim.world import Observation
@@ -247,6 +248,7 @@ class CacheKeys:
             "dataset": dataset_hash,
             "encoder": encoder_description,
             "mapping": document["mapping_node"],
+            "segmenter": segmenter_identity(config.mapping_node.segmenter),
             "association": document["query_node"]["ros__parameters"]["association"],
             "gate": config.benchmark_node.diagnostics.match_gate,
             "moved_threshold": config.task.min_displacement,

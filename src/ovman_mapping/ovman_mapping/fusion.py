@@ -49,6 +49,7 @@ from ovman_core.frames import optical_axes_thor
 from ovman_mapping.backprojection import SegmentObservation, segment_frame, voxel_codes
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, padded_crop
 from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting, box_of, fuse_points
+from ovman_mapping.segmenter import Segmenter, make_segmenter
 
 if TYPE_CHECKING:
     from ovman_sim.world import Observation
@@ -152,10 +153,13 @@ def _gaps(seg_lo: np.ndarray, seg_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray
 class MapBuilder:
     """Builds the instance map of one visit, one frame at a time (see the module docstring)."""
 
-    def __init__(self, config: MappingConfig, encoder: FeatureEncoder, visit: int) -> None:
+    def __init__(
+        self, config: MappingConfig, encoder: FeatureEncoder, visit: int, segmenter: Segmenter | None = None
+    ) -> None:
         self.params = config.mapping
         self.encoder_config = config.encoder
         self.encoder = encoder
+        self.segmenter = segmenter if segmenter is not None else make_segmenter(config.segmenter)
         self.visit = visit
         self._frames: list[_Frame] = []
         self._tracks: list[_Track] = []
@@ -163,16 +167,18 @@ class MapBuilder:
         self._next_uid = 0
 
     def add(self, observation: Observation) -> int:
-        """Fuse one frame; returns how many of its segments were usable."""
+        """Fuse one frame (segmented by ``self.segmenter``); returns how many of its segments were usable."""
         index = len(self._frames)
         pose = observation.pose
+        segmentation = self.segmenter.segment(observation)
+        ids, labels = segmentation.ids, segmentation.labels
         frame = _Frame(
             index=index,
             step=int(observation.step),
             rgb=observation.rgb,
             depth=observation.depth,
-            segments=observation.segments,
-            labels=observation.segment_labels,
+            segments=ids,
+            labels=labels,
             intrinsics=observation.intrinsics,
             camera_position=np.asarray(observation.camera_position, dtype=float),
             axes=optical_axes_thor(pose.yaw_deg, pose.horizon_deg),
@@ -181,8 +187,8 @@ class MapBuilder:
         segments = segment_frame(
             observation.rgb,
             observation.depth,
-            observation.segments,
-            observation.segment_labels,
+            ids,
+            labels,
             observation.intrinsics,
             observation.camera_position,
             pose.yaw_deg,
@@ -581,10 +587,15 @@ def _summed_labels(tracks: list[_Track]) -> dict[str, int]:
 
 
 def build_map(
-    observations: Iterable[Observation], config: MappingConfig, encoder: FeatureEncoder, visit: int
+    observations: Iterable[Observation],
+    config: MappingConfig,
+    encoder: FeatureEncoder,
+    visit: int,
+    segmenter: Segmenter | None = None,
 ) -> InstanceMap:
-    """The instance map of one visit from its observation stream (frames in recording order)."""
-    builder = MapBuilder(config, encoder, visit)
+    """The instance map of one visit from its observation stream (frames in recording order);
+    ``segmenter`` None: the one ``config.segmenter`` names."""
+    builder = MapBuilder(config, encoder, visit, segmenter)
     for observation in observations:
         builder.add(observation)
     return builder.build()

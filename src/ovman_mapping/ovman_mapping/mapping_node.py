@@ -65,6 +65,7 @@ from ovman_mapping.map_messages import (
     observation_from_camera_bundle,
     observation_from_topics,
 )
+from ovman_mapping.segmenter import SegmenterError, make_segmenter
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_sim import bundle, bundle_cdr
 from ovman_sim.messages import CAMERA_MESSAGES, stamp_of
@@ -115,7 +116,12 @@ class MappingNode(GraphNode):
         check_marker_style(self.config.mapping_node.markers)
         self.encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
         self.encoder.warm_up()  # a model loads now, not during the first finish_visit
-        self.mapper = VisitMapper(self.config.mapping_node, self.encoder)
+        try:
+            segmenter = make_segmenter(self.config.mapping_node.segmenter)
+        except SegmenterError as err:
+            raise ConfigError(str(err)) from None
+        segmenter.warm_up()  # a network loads now, not at the first frame
+        self.mapper = VisitMapper(self.config.mapping_node, self.encoder, segmenter)
         self.sync: StampSynchronizer[Any] = StampSynchronizer(CAMERA_MESSAGES, settings.sync_max_pending)
         self.rejected = 0
         self.outside_visit = 0
@@ -143,7 +149,10 @@ class MappingNode(GraphNode):
         )
         if settings.start_visit:
             self.mapper.start(settings.start_visit)
-        self.get_logger().info(f"encoder {self.encoder.description}; open visit: {self.mapper.visit or 'none'}")
+        self.get_logger().info(
+            f"segmenter {segmenter.description}; encoder {self.encoder.description}; "
+            f"open visit: {self.mapper.visit or 'none'}"
+        )
 
     # ---------------------------------------------------------------- parameters
 

@@ -15,6 +15,7 @@ from ovman_core.config import MappingConfig
 from ovman_mapping.encoders import FeatureEncoder
 from ovman_mapping.fusion import MapBuilder
 from ovman_mapping.instances import InstanceMap
+from ovman_mapping.segmenter import Segmenter, make_segmenter
 
 if TYPE_CHECKING:
     from ovman_sim.world import Observation
@@ -29,9 +30,10 @@ class VisitError(ValueError):
 class VisitMapper:
     """Builds one visit's map at a time; see the module docstring."""
 
-    def __init__(self, config: MappingConfig, encoder: FeatureEncoder) -> None:
+    def __init__(self, config: MappingConfig, encoder: FeatureEncoder, segmenter: Segmenter | None = None) -> None:
         self.config = config
         self.encoder = encoder
+        self.segmenter = segmenter if segmenter is not None else make_segmenter(config.segmenter)
         self.visit: int | None = None
         self.stamps: list[int] = []
         self.unassigned = 0
@@ -48,7 +50,7 @@ class VisitMapper:
             raise VisitError(f"visit must be 1 or 2, got {visit}")
         self.visit = visit
         self.stamps = []
-        self._builder = MapBuilder(self.config, self.encoder, visit)
+        self._builder = MapBuilder(self.config, self.encoder, visit, self.segmenter)
 
     def add(self, observation: Observation, stamp_ns: int) -> bool:
         """Fuse one frame stamped ``stamp_ns`` into the open visit; False (and counted in

@@ -41,26 +41,51 @@ from ovman_sim.floor_grid import FloorGrid, Occupancy
 
 SCENE_PREFIX = "embedded-"
 _SCENE_RE = re.compile(r"^embedded-(\d+)$")
+MAX_SCENE_SEED = 2**63 - 1
+"""Largest seed of an ``embedded-<seed>`` scene, the only scenes generation and the benchmark use."""
+PERCEPTION_PREFIX = "perception-"
+PERCEPTION_SPLITS = ("train", "test")
+_PERCEPTION_RE = re.compile(r"^perception-(train|test)-(\d+)$")
+_PERCEPTION_BASE = 2**63
+"""Seeds of the perception homes (``perception-<split>-<k>``, what ``ovman train-perception``
+renders and evaluates on) start here, above every ``embedded-<seed>``: a separate namespace."""
 
 RGB = tuple[float, float, float]
 HSV = tuple[float, float, float]
 
 
 def scene_name(seed: int) -> str:
-    """The scene string of the home generated from ``seed``."""
+    """The scene string of the home generated from ``seed`` (an embedded or a perception home)."""
     if seed < 0:
         raise ValueError(f"embedded scene seeds are non-negative integers, got {seed}")
+    if seed >= _PERCEPTION_BASE:
+        split, k = divmod(seed - _PERCEPTION_BASE, 2**32)
+        return f"{PERCEPTION_PREFIX}{PERCEPTION_SPLITS[split]}-{k}"
     return f"{SCENE_PREFIX}{seed}"
 
 
+def perception_scene(split: str, k: int) -> str:
+    """The ``k``-th perception home of ``split`` (train or test), disjoint from every embedded scene."""
+    if split not in PERCEPTION_SPLITS or not 0 <= k < 2**32:
+        raise ValueError(f"perception homes are (train|test, 0 <= k < 2**32), got ({split!r}, {k})")
+    return f"{PERCEPTION_PREFIX}{split}-{k}"
+
+
+def is_perception_scene(scene: str) -> bool:
+    return _PERCEPTION_RE.match(scene) is not None
+
+
 def parse_scene(scene: str) -> int:
-    """The seed of an ``embedded-<seed>`` scene; ValueError for any other string."""
+    """The home seed of an ``embedded-<seed>`` scene (0 <= seed <= :data:`MAX_SCENE_SEED`) or of a
+    perception home ``perception-<train|test>-<k>`` (at least 2**63); ValueError for any other."""
     match = _SCENE_RE.match(scene)
-    if match is None:
-        raise ValueError(
-            f"unknown embedded scene {scene!r}; expected 'embedded-<seed>' with a non-negative integer seed"
-        )
-    return int(match.group(1))
+    if match is not None and int(match.group(1)) <= MAX_SCENE_SEED:
+        return int(match.group(1))
+    perception = _PERCEPTION_RE.match(scene)
+    if perception is not None and int(perception.group(2)) < 2**32:
+        split = PERCEPTION_SPLITS.index(perception.group(1))
+        return _PERCEPTION_BASE + split * 2**32 + int(perception.group(2))
+    raise ValueError(f"unknown embedded scene {scene!r}; expected 'embedded-<seed>' with an integer seed in [0, 2**63)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,225 @@
+"""The ``learned`` segmenter: the project's network (:mod:`ovman_mapping.segnet`) on RGB-D pixels.
+
+Label-blind by construction: :meth:`LearnedSegmenter.segment` reads an observation's ``rgb``,
+``depth`` and ``intrinsics`` and nothing else.
+
+A model is a directory with ``segmenter.safetensors`` (the weights; safetensors executes no code
+on load) and ``segmenter.json`` (its manifest: format, vocabulary, architecture, the image size and
+strides it was trained for, the training config and data seeds, the code revision, held-out
+metrics, and the weights' SHA-256). Loading checks all of it and fails with an error naming the
+file and the config key (``mapping_node.segmenter.model``) when anything does not fit.
+
+From logits to segments (all at the network's output resolution, ``output_stride`` camera pixels
+a cell): every cell takes its most likely class; cells of class 0 (nothing of the vocabulary) and
+cells whose boundary probability exceeds ``segmenter.boundary_threshold`` seed nothing; the
+4-connected components of same-class seed cells are the segments, grown back over the boundary
+cells of their class that touch them (one step), then upsampled to camera pixels. A segment's
+label distribution is the mean class probability over its cells (background excluded,
+renormalised), its confidence the mean probability of its own class; segments below
+``segmenter.min_confidence`` are dropped. A black frame, one without valid depth and an empty one
+give no segments (the network is not run).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import ndimage
+
+from ovman_core.config import SegmenterConfig
+from ovman_mapping.segmenter import Segment, Segmentation, SegmenterError, check_frame
+
+if TYPE_CHECKING:
+    from ovman_sim.world import Observation
+
+MODEL_FORMAT = "ovman-segmenter"
+MODEL_VERSION = 1
+WEIGHTS_FILE = "segmenter.safetensors"
+MANIFEST_FILE = "segmenter.json"
+PACKAGED_MODEL = Path(__file__).with_name("models") / "segmenter"
+"""The default model, trained by ``ovman train-perception`` and shipped with the package."""
+CONFIG_KEY = "mapping_node.segmenter.model"
+
+_FOUR = ndimage.generate_binary_structure(2, 1)
+
+
+def model_directory(config: SegmenterConfig) -> Path:
+    """The model the config names: ``segmenter.model``, or the packaged one when that is empty."""
+    return Path(config.model).expanduser() if config.model else PACKAGED_MODEL
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """The checked manifest of the model in ``directory`` (SegmenterError naming file and key)."""
+    path = directory / MANIFEST_FILE
+    where = f"{path} (config {CONFIG_KEY})"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SegmenterError(f"{where}: no segmenter model there (train one with `ovman train-perception`)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SegmenterError(f"{where}: unreadable manifest: {err}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != MODEL_FORMAT:
+        raise SegmenterError(f"{where}: not a segmenter manifest (field 'format' is not {MODEL_FORMAT!r})")
+    if manifest.get("version") != MODEL_VERSION:
+        raise SegmenterError(f"{where}: field 'version' is {manifest.get('version')!r}, expected {MODEL_VERSION}")
+    checks = {
+        "vocabulary": lambda v: isinstance(v, list) and v and all(isinstance(x, str) and x for x in v),
+        "widths": lambda v: isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and x > 0 for x in v),
+        "decoder_stages": lambda v: v in (1, 2, 3),
+        "input_stride": lambda v: isinstance(v, int) and v >= 1,
+        "image_size": lambda v: isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and x > 0 for x in v),
+        "weights_sha256": lambda v: isinstance(v, str) and len(v) == 64,
+    }
+    for field, ok in checks.items():
+        if field not in manifest or not ok(manifest[field]):
+            raise SegmenterError(f"{where}: field {field!r} is missing or malformed: {manifest.get(field)!r}")
+    if len(set(manifest["vocabulary"])) != len(manifest["vocabulary"]):
+        raise SegmenterError(f"{where}: field 'vocabulary' repeats a label")
+    return manifest
+
+
+def weights_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class LearnedSegmenter:
+    """See the module docstring. ``vocabulary``: when given, the labels the caller grounds
+    against; a model trained for another vocabulary is refused."""
+
+    kind = "learned"
+    reads_simulator_segments = False
+
+    def __init__(self, config: SegmenterConfig, vocabulary: Sequence[str] | None = None) -> None:
+        self.config = config
+        self.directory = model_directory(config)
+        self.manifest = read_manifest(self.directory)
+        self.vocabulary: tuple[str, ...] = tuple(self.manifest["vocabulary"])
+        where = f"{self.directory / MANIFEST_FILE} (config {CONFIG_KEY})"
+        if vocabulary is not None and set(vocabulary) != set(self.vocabulary):
+            missing = sorted(set(vocabulary) - set(self.vocabulary))
+            extra = sorted(set(self.vocabulary) - set(vocabulary))
+            raise SegmenterError(
+                f"{where}: the model was trained for another vocabulary (missing {missing[:5]}, extra {extra[:5]})"
+            )
+        weights = self.directory / WEIGHTS_FILE
+        if not weights.is_file():
+            raise SegmenterError(f"{weights} (config {CONFIG_KEY}): the weights file is missing")
+        if weights_digest(weights) != self.manifest["weights_sha256"]:
+            raise SegmenterError(
+                f"{weights} (config {CONFIG_KEY}): the weights do not match the manifest's weights_sha256 (corrupt?)"
+            )
+        self.input_stride = int(self.manifest["input_stride"])
+        self.image_size = tuple(self.manifest["image_size"])  # (width, height)
+        self._weights = weights
+
+    @property
+    def description(self) -> str:
+        return f"learned segmenter {self.manifest['weights_sha256'][:12]} ({self.directory})"
+
+    @property
+    def _network(self) -> Any:
+        return _load_network(
+            str(self._weights),
+            self.manifest["weights_sha256"],
+            len(self.vocabulary),
+            tuple(self.manifest["widths"]),
+            int(self.manifest["decoder_stages"]),
+            self.config.threads,
+        )
+
+    def warm_up(self) -> None:
+        """Load the network now (a second or so), not at the first frame."""
+        self._network  # noqa: B018 - the cached property loads it
+
+    def logits(self, rgb: np.ndarray, depth: np.ndarray) -> np.ndarray:
+        """(K + 2, h, w) float32 network output of one frame at the output resolution."""
+        import torch
+
+        from ovman_mapping import segnet
+
+        x = segnet.network_input(rgb, depth, self.input_stride)
+        with torch.inference_mode():
+            return self._network(torch.from_numpy(x)[None])[0].numpy()
+
+    def segment(self, observation: Observation) -> Segmentation:
+        rgb, depth, intrinsics = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics
+        check_frame(rgb, depth, intrinsics)
+        if (intrinsics.width, intrinsics.height) != self.image_size:
+            width, height = self.image_size
+            raise SegmenterError(
+                f"{self.directory / MANIFEST_FILE} (config {CONFIG_KEY}): the model was trained on {width}x{height} "
+                f"frames, the camera gives {intrinsics.width}x{intrinsics.height}"
+            )
+        if depth.size == 0 or not rgb.any() or not np.any(np.isfinite(depth) & (depth > 0.0)):
+            return Segmentation.empty(depth.shape)  # black, depthless or empty: nothing to see
+        return segments_from_logits(self.logits(rgb, depth), self.vocabulary, self.config, depth.shape)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_network(
+    weights: str, sha256: str, classes: int, widths: tuple[int, int, int], stages: int, threads: int
+) -> Any:
+    """The inference network (batch norm folded), loaded once per process and model."""
+    import torch
+    from safetensors.torch import load_file
+
+    from ovman_mapping import segnet
+
+    del sha256  # part of the cache key only: a retrained model in the same place loads anew
+    torch.set_num_threads(threads)
+    model = segnet.SegNet(classes, widths, stages)
+    try:
+        model.load_state_dict(load_file(weights))
+    except (RuntimeError, ValueError, OSError) as err:
+        raise SegmenterError(f"{weights} (config {CONFIG_KEY}): the weights do not fit the manifest: {err}") from None
+    return segnet.fold_batch_norm(model)
+
+
+def segments_from_logits(
+    logits: np.ndarray, vocabulary: Sequence[str], config: SegmenterConfig, image_shape: tuple[int, int]
+) -> Segmentation:
+    """The segments of one frame from the network's (K + 2, h, w) output (see the module
+    docstring); ``image_shape`` (H, W) the camera image, a multiple of (h, w)."""
+    classes = logits[:-1].astype(np.float64)
+    if not np.all(np.isfinite(logits)):
+        return Segmentation.empty(image_shape)
+    classes -= classes.max(axis=0, keepdims=True)
+    probs = np.exp(classes)
+    probs /= probs.sum(axis=0, keepdims=True)
+    best = probs.argmax(axis=0)
+    boundary = 1.0 / (1.0 + np.exp(-logits[-1].astype(np.float64))) > config.boundary_threshold
+    cells = np.zeros(best.shape, dtype=np.int32)
+    segments: list[Segment] = []
+    for c in np.unique(best):
+        if c == 0:
+            continue
+        of_class = best == c
+        seeds, count = ndimage.label(of_class & ~boundary, structure=_FOUR)
+        if count == 0:
+            continue
+        grown = ndimage.grey_dilation(seeds, footprint=_FOUR)
+        seeds = np.where(seeds > 0, seeds, np.where(of_class, grown, 0))
+        for k in range(1, count + 1):
+            region = seeds == k
+            shares = probs[1:, region].mean(axis=1)
+            confidence = float(probs[c, region].mean())
+            if confidence < config.min_confidence:
+                continue
+            total = float(shares.sum())
+            kept = {vocabulary[i]: float(s) for i, s in enumerate(shares) if s >= 1e-3 * total}
+            labels = {name: share / sum(kept.values()) for name, share in kept.items()}
+            segments.append(Segment(labels, confidence))
+            cells[region] = len(segments)
+    sy, sx = image_shape[0] // cells.shape[0], image_shape[1] // cells.shape[1]
+    ids = np.repeat(np.repeat(cells, sy, axis=0), sx, axis=1)
+    return Segmentation(ids.astype(np.int32, copy=False), tuple(segments))

@@ -1,0 +1,159 @@
+"""Segmenters: instance segments with label distributions from one RGB-D frame.
+
+Input: RGB (uint8 (H, W, 3)), planar depth (float32 (H, W), metres, NaN where invalid) and the
+pinhole intrinsics. Output: a :class:`Segmentation`, an id image (int32 (H, W), 0 = no segment,
+k = the k-th segment) and per segment a label distribution over the vocabulary (label → share,
+summing to 1), a confidence in (0, 1] and optionally an embedding. Backends, chosen by
+``mapping.segmenter.kind``:
+
+- ``learned``: the project's network trained on embedded-world renders
+  (:mod:`ovman_mapping.learned_segmenter`); it reads RGB, depth and intrinsics only.
+- ``simulator``: the simulator's own instance masks and labels (``Observation.segments`` /
+  ``segment_labels``), one-hot. Only for the oracle arms and the ``sim_perception`` diagnostic:
+  it reads what a robot's camera does not give.
+
+(``clip``, proposals of the class-agnostic path with open_clip features, is issue 21's next step.)
+
+A segmenter is label-blind when :attr:`Segmenter.reads_simulator_segments` is False: it never
+touches ``Observation.segments``, ``segment_labels`` or ``segment_instances``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from ovman_core.camera import Intrinsics
+from ovman_core.config import SegmenterConfig, check_ranges
+
+if TYPE_CHECKING:
+    from ovman_sim.world import Observation
+
+SEGMENTER_KINDS = ("learned", "simulator")
+
+
+class SegmenterError(RuntimeError):
+    """A segmenter cannot be built as configured (names the file and the config key to fix)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """One segment: ``labels`` label → share (sums to 1), ``confidence`` in (0, 1],
+    ``embedding`` an optional unit float64 vector (e.g. CLIP's)."""
+
+    labels: Mapping[str, float]
+    confidence: float
+    embedding: np.ndarray | None = None
+
+    @property
+    def label(self) -> str:
+        """The most likely label (ties: the alphabetically first)."""
+        return min(self.labels, key=lambda name: (-self.labels[name], name))
+
+
+@dataclasses.dataclass(frozen=True)
+class Segmentation:
+    """``ids`` int32 (H, W): 0 where no segment, k where ``segments[k - 1]``."""
+
+    ids: np.ndarray
+    segments: tuple[Segment, ...]
+
+    def mask(self, k: int) -> np.ndarray:
+        """Bool (H, W) mask of segment ``k`` (1-based, as in ``ids``)."""
+        return self.ids == k
+
+    @property
+    def labels(self) -> dict[int, str]:
+        """Segment id → most likely label (the table ``Observation.segment_labels`` holds)."""
+        return {k: s.label for k, s in enumerate(self.segments, start=1)}
+
+    @classmethod
+    def empty(cls, shape: tuple[int, int]) -> Segmentation:
+        return cls(np.zeros(shape, dtype=np.int32), ())
+
+
+class Segmenter(Protocol):
+    """Shared interface of the backends."""
+
+    kind: str
+    reads_simulator_segments: bool
+
+    @property
+    def description(self) -> str:
+        """Backend and model identity, recorded in results."""
+
+    def segment(self, observation: Observation) -> Segmentation:
+        """The segments of one frame (its ``rgb``, ``depth`` and ``intrinsics``; the simulator
+        backend also its ``segments`` and ``segment_labels``)."""
+
+    def warm_up(self) -> None:
+        """Load now what the first frame would otherwise wait for (a network)."""
+
+
+class SimulatorSegmenter:
+    """The simulator's masks and labels, one-hot (see the module docstring)."""
+
+    kind = "simulator"
+    reads_simulator_segments = True
+    description = "simulator masks and labels"
+
+    def warm_up(self) -> None:
+        """Nothing to load."""
+
+    def segment(self, observation: Observation) -> Segmentation:
+        ids = np.asarray(observation.segments)
+        table = observation.segment_labels
+        present = [int(k) for k in np.unique(ids) if k > 0 and int(k) in table]
+        lut = np.zeros(int(ids.max(initial=0)) + 1, dtype=np.int32)
+        for new, old in enumerate(present, start=1):
+            lut[old] = new
+        clipped = np.where(ids > 0, ids, 0)
+        return Segmentation(
+            ids=lut[clipped].astype(np.int32, copy=False),
+            segments=tuple(Segment({table[k]: 1.0}, 1.0) for k in present),
+        )
+
+
+def check_frame(rgb: np.ndarray, depth: np.ndarray, intrinsics: Intrinsics) -> None:
+    """ValueError unless ``rgb`` is uint8 (H, W, 3) and ``depth`` (H, W) for ``intrinsics``' size."""
+    shape = (intrinsics.height, intrinsics.width)
+    if rgb.dtype != np.uint8 or rgb.shape != (*shape, 3):
+        raise ValueError(f"rgb must be uint8 {(*shape, 3)} for the intrinsics, got {rgb.dtype} {rgb.shape}")
+    if depth.shape != shape:
+        raise ValueError(f"depth must have shape {shape} for the intrinsics, got {depth.shape}")
+
+
+def check_segmenter(config: SegmenterConfig) -> None:
+    """ConfigError naming the first ``mapping_node.segmenter`` key out of range."""
+    checks = {
+        "kind": (config.kind in SEGMENTER_KINDS, f"one of {', '.join(SEGMENTER_KINDS)}"),
+        "boundary_threshold": (0.0 <= config.boundary_threshold <= 1.0, "a probability in [0, 1]"),
+        "min_confidence": (0.0 <= config.min_confidence <= 1.0, "a probability in [0, 1]"),
+        "threads": (config.threads >= 1, "a thread count >= 1"),
+    }
+    check_ranges("mapping_node.segmenter", config, checks)
+
+
+def segmenter_identity(config: SegmenterConfig) -> str:
+    """What a cached map built with ``config``'s segmenter depends on beyond the config: the
+    learned model's weights digest (SegmenterError if the model cannot be read)."""
+    check_segmenter(config)
+    if config.kind == "simulator":
+        return "simulator"
+    from ovman_mapping.learned_segmenter import model_directory, read_manifest
+
+    return f"learned:{read_manifest(model_directory(config))['weights_sha256']}"
+
+
+def make_segmenter(config: SegmenterConfig, vocabulary: Sequence[str] | None = None) -> Segmenter:
+    """The backend ``config.kind`` names; a learned model is checked now (SegmenterError naming
+    the file and the key), its network loaded at the first frame or :meth:`warm_up`."""
+    check_segmenter(config)
+    if config.kind == "simulator":
+        return SimulatorSegmenter()
+    from ovman_mapping.learned_segmenter import LearnedSegmenter
+
+    return LearnedSegmenter(config, vocabulary)

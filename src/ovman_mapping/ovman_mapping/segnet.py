@@ -1,0 +1,103 @@
+"""The learned segmenter's network: a small semantic-plus-boundary encoder-decoder (torch, CPU).
+
+Input: (B, 5, h, w) float32 at the network resolution (the camera image downsampled by
+``input_stride``): RGB in [0, 1] minus 0.5, depth in metres divided by :data:`DEPTH_SCALE` (0 where
+invalid) and the depth validity (0 or 1). Output: (B, K + 2, h / output_stride', w / ...) logits at
+``output_stride`` of the camera image: K + 1 classes (0 = no object of the vocabulary: walls,
+floor, doors) and one boundary logit, positive where two different instances touch.
+
+Three stride-2 stages (widths ``widths``) and a decoder with skip connections back to the output
+resolution; batch norm is folded into the convolutions for inference (:func:`fold_batch_norm`).
+Importing this module imports torch; :mod:`ovman_mapping.learned_segmenter` imports it lazily.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional
+
+DEPTH_SCALE = 4.0
+"""(m) Depth is fed to the network divided by this."""
+IN_CHANNELS = 5
+
+
+def _block(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+class SegNet(nn.Module):
+    """See the module docstring. ``decoder_stages`` decoder steps bring the 1/8 features back to
+    1/2**(3 - decoder_stages) of the network input."""
+
+    def __init__(self, classes: int, widths: tuple[int, int, int], decoder_stages: int) -> None:
+        super().__init__()
+        if not 1 <= decoder_stages <= 3:
+            raise ValueError(f"decoder_stages must be 1, 2 or 3, got {decoder_stages}")
+        c1, c2, c3 = widths
+        self.decoder_stages = decoder_stages
+        self.enc1 = nn.Sequential(_block(IN_CHANNELS, c1, 2), _block(c1, c1))
+        self.enc2 = nn.Sequential(_block(c1, c2, 2), _block(c2, c2))
+        self.enc3 = nn.Sequential(_block(c2, c3, 2), _block(c3, c3), _block(c3, c3))
+        self.dec2 = _block(c3 + c2, c2)
+        self.dec1 = _block(c2 + c1, c1) if decoder_stages >= 2 else None
+        self.dec0 = _block(c1 + IN_CHANNELS, c1) if decoder_stages >= 3 else None
+        out_width = c1 if decoder_stages >= 2 else c2
+        self.head = nn.Conv2d(out_width, classes + 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.enc1(x)
+        b = self.enc2(a)
+        y = self.enc3(b)
+        y = self.dec2(torch.cat([functional.interpolate(y, size=b.shape[2:]), b], 1))
+        if self.dec1 is not None:
+            y = self.dec1(torch.cat([functional.interpolate(y, size=a.shape[2:]), a], 1))
+        if self.dec0 is not None:
+            y = self.dec0(torch.cat([functional.interpolate(y, size=x.shape[2:]), x], 1))
+        return self.head(y)
+
+
+def output_stride(input_stride: int, decoder_stages: int) -> int:
+    """Camera pixels per output cell."""
+    return input_stride * 2 ** (3 - decoder_stages)
+
+
+def network_input(rgb: np.ndarray, depth: np.ndarray, input_stride: int) -> np.ndarray:
+    """(5, H / s, W / s) float32 input of one frame: RGB averaged over s×s blocks, depth and its
+    validity sampled at the top-left pixel of each block (``s = input_stride``; H, W divisible)."""
+    h, w = depth.shape
+    s = input_stride
+    if h % s or w % s:
+        raise ValueError(f"image size {w}x{h} is not divisible by the input stride {s}")
+    colour = rgb.reshape(h // s, s, w // s, s, 3).mean(axis=(1, 3), dtype=np.float32) / np.float32(255.0)
+    z = depth[::s, ::s]
+    valid = np.isfinite(z) & (z > 0.0)
+    out = np.empty((IN_CHANNELS, h // s, w // s), dtype=np.float32)
+    out[:3] = colour.transpose(2, 0, 1) - np.float32(0.5)
+    out[3] = np.where(valid, z, 0.0) / np.float32(DEPTH_SCALE)
+    out[4] = valid
+    return out
+
+
+def fold_batch_norm(model: SegNet) -> nn.Module:
+    """An inference copy of ``model`` with every Conv-BN pair fused (same outputs to rounding)."""
+    fused = copy.deepcopy(model).eval()
+    for name, child in list(fused.named_children()):
+        setattr(fused, name, _fold(child))
+    return fused
+
+
+def _fold(module: nn.Module) -> nn.Module:
+    if isinstance(module, nn.Sequential) and len(module) == 3 and isinstance(module[1], nn.BatchNorm2d):
+        return nn.Sequential(torch.nn.utils.fusion.fuse_conv_bn_eval(module[0], module[1]), module[2])
+    if isinstance(module, nn.Sequential):
+        return nn.Sequential(*(_fold(m) for m in module))
+    return module
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(math.prod(p.shape) for p in model.parameters())

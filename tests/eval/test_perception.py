@@ -1,0 +1,111 @@
+"""The learned segmenter's homes, training and evaluation (ovman_eval.perception) and its commands."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from ovman_core.config import ConfigError, load_config, to_document
+from ovman_eval import perception
+from ovman_eval.cli import main
+from ovman_eval.generation import GenerationRequest
+from ovman_mapping.learned_segmenter import MANIFEST_FILE, WEIGHTS_FILE, LearnedSegmenter
+from ovman_mapping.segmenter import SimulatorSegmenter
+from ovman_sim.homes import MAX_SCENE_SEED, parse_scene, perception_scene, scene_name
+
+CONFIG = load_config()
+
+
+def tiny_config():
+    """One home a split, every 8th tour frame, a 4-channel network, one epoch on one thread."""
+    params = dataclasses.replace(
+        CONFIG.benchmark_node.perception,
+        train_homes=1,
+        test_homes=1,
+        frame_stride=8,
+        epochs=1,
+        batch_size=4,
+        widths=[4, 4, 4],
+        threads=1,
+    )
+    return dataclasses.replace(CONFIG, benchmark_node=dataclasses.replace(CONFIG.benchmark_node, perception=params))
+
+
+def test_perception_homes_are_a_seed_namespace_no_episode_can_use():
+    train, test = parse_scene(perception_scene("train", 0)), parse_scene(perception_scene("test", 2**32 - 1))
+    assert min(train, test) > MAX_SCENE_SEED  # every embedded-<seed> seed is at most MAX_SCENE_SEED
+    assert parse_scene(f"embedded-{MAX_SCENE_SEED}") == MAX_SCENE_SEED
+    with pytest.raises(ValueError, match="unknown embedded scene"):
+        parse_scene(f"embedded-{MAX_SCENE_SEED + 1}")  # which would reach into the perception homes
+    assert scene_name(train) == "perception-train-0" and scene_name(test) == f"perception-test-{2**32 - 1}"
+    with pytest.raises(ValueError, match="is a perception home"):
+        GenerationRequest(world="embedded", scenes=("embedded-1", "perception-test-0"), per_relation=1, seed=0)
+
+
+def test_the_simulator_segmenter_scores_perfectly_against_its_own_ground_truth():
+    frames = list(perception.perception_frames(tiny_config(), "test", 1))
+    assert frames and all(f.scene == "perception-test-0" for f in frames)
+    figures = perception.evaluate(SimulatorSegmenter(), frames, CONFIG)
+    assert figures["segments"] > 10
+    assert (figures["precision"], figures["recall"], figures["accuracy"]) == (1.0, 1.0, 1.0)
+    assert figures["confusions"] == []
+
+
+def test_training_is_deterministic_and_writes_a_model_the_mapper_loads(tmp_path):
+    config = tiny_config()
+    first = perception.train_perception(config, tmp_path / "a")
+    second = perception.train_perception(config, tmp_path / "b")
+    assert first["weights_sha256"] == second["weights_sha256"]
+    assert (tmp_path / "a" / WEIGHTS_FILE).read_bytes() == (tmp_path / "b" / WEIGHTS_FILE).read_bytes()
+    manifest = json.loads((tmp_path / "a" / MANIFEST_FILE).read_text())
+    assert manifest["vocabulary"] == list(perception.VOCABULARY)
+    assert manifest["training"]["train_scenes"] == ["perception-train-0"]
+    assert manifest["held_out"]["test_scenes"] == ["perception-test-0"]
+    assert {"precision", "recall", "accuracy"} <= set(manifest["held_out"])
+    assert manifest["code_revision"]
+    segmenter = LearnedSegmenter(
+        dataclasses.replace(config.mapping_node.segmenter, kind="learned", model=str(tmp_path / "a")),
+        perception.VOCABULARY,
+    )
+    frame = next(perception.perception_frames(config, "test", 1))
+    out = segmenter.segment(frame.observation)
+    assert out.ids.shape == frame.segments.shape
+
+
+def test_cell_targets_mark_classes_and_the_borders_between_instances():
+    segments = np.zeros((8, 8), np.int32)
+    segments[:, :4] = 1
+    segments[:, 4:6] = 2
+    frame = perception.Frame("perception-test-0", None, segments, {1: "Chair", 2: "Chair"})  # type: ignore[arg-type]
+    classes, boundary = perception.cell_targets(frame, 2)
+    chair = perception.VOCABULARY.index("Chair") + 1
+    assert classes.tolist() == [[chair, chair, chair, 0]] * 4
+    assert boundary.tolist() == [[False, True, True, False]] * 4  # instance 1 | instance 2; not at the background
+
+
+def test_perception_settings_are_range_checked():
+    bad = dataclasses.replace(CONFIG.benchmark_node.perception, iou_threshold=0.0)
+    with pytest.raises(ConfigError, match=r"benchmark_node\.perception\.iou_threshold"):
+        perception.check_perception(bad)
+
+
+def test_the_commands_train_and_report_json(tmp_path, capsys):
+    document = to_document(tiny_config())
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert main(["train-perception", "--out", str(tmp_path / "model"), "--config", str(path)]) == 0
+    assert "held out" in capsys.readouterr().out
+    code = main(["eval-perception", "--json", "--model", str(tmp_path / "model"), "--config", str(path)])
+    assert code == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert {"precision", "recall", "accuracy", "per_category", "confusions"} <= set(figures)
+    assert main(["eval-perception", "--segmenter", "simulator", "--config", str(path), "--figures", str(tmp_path)]) == 0
+    assert "precision 1.000" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.glob("perception-*.png"))
+    assert main(["eval-perception", "--model", str(tmp_path / "nothing"), "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "no segmenter model there" in err and "mapping_node.segmenter.model" in err

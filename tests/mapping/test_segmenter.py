@@ -1,0 +1,193 @@
+"""Segmenters: the simulator backend, the learned backend's model checks and its logits-to-segments
+step, and frames that must give no segments."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ovman_core.camera import Intrinsics
+from ovman_core.config import ConfigError, load_config
+from ovman_core.world_state import AgentPose
+from ovman_mapping.learned_segmenter import (
+    MANIFEST_FILE,
+    MODEL_FORMAT,
+    MODEL_VERSION,
+    WEIGHTS_FILE,
+    LearnedSegmenter,
+    segments_from_logits,
+)
+from ovman_mapping.segmenter import SegmenterError, SimulatorSegmenter, make_segmenter, segmenter_identity
+from ovman_sim.world import Observation
+
+CONFIG = load_config().mapping_node.segmenter
+VOCABULARY = ("Chair", "Mug", "Sofa")
+
+
+def observation(rgb: np.ndarray, depth: np.ndarray, segments: np.ndarray | None = None, labels=None) -> Observation:
+    h, w = depth.shape
+    return Observation(
+        rgb=rgb,
+        depth=depth,
+        segments=np.zeros((h, w), np.int32) if segments is None else segments,
+        segment_labels={} if labels is None else labels,
+        segment_instances={},
+        pose=AgentPose(0.0, 0.0, 0.0, 0.0),
+        camera_position=(0.0, 1.5, 0.0),
+        intrinsics=Intrinsics.from_vertical_fov(w, h, 90.0),
+        step=1,
+    )
+
+
+def write_model(directory: Path, vocabulary=VOCABULARY, image_size=(32, 24), seed: int = 0) -> Path:
+    """A randomly initialised model with a valid manifest (what ``ovman train-perception`` writes)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from ovman_mapping.segnet import SegNet
+
+    torch.manual_seed(seed)
+    model = SegNet(len(vocabulary), (4, 4, 4), 2)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / WEIGHTS_FILE))
+    manifest = {
+        "format": MODEL_FORMAT,
+        "version": MODEL_VERSION,
+        "vocabulary": list(vocabulary),
+        "widths": [4, 4, 4],
+        "decoder_stages": 2,
+        "input_stride": 2,
+        "image_size": list(image_size),
+        "weights_sha256": hashlib.sha256((directory / WEIGHTS_FILE).read_bytes()).hexdigest(),
+    }
+    (directory / MANIFEST_FILE).write_text(json.dumps(manifest))
+    return directory
+
+
+def learned(directory: Path, **changes) -> LearnedSegmenter:
+    return LearnedSegmenter(dataclasses.replace(CONFIG, kind="learned", model=str(directory), **changes))
+
+
+def test_the_simulator_backend_passes_masks_and_labels_on_one_hot_with_compact_ids():
+    segments = np.array([[0, 4, 4], [7, 7, 9]], np.int32)
+    out = SimulatorSegmenter().segment(
+        observation(np.zeros((2, 3, 3), np.uint8), np.ones((2, 3), np.float32), segments, {4: "Mug", 7: "Sofa"})
+    )
+    assert out.ids.tolist() == [[0, 1, 1], [2, 2, 0]]  # id 9 has no label: no segment
+    assert out.labels == {1: "Mug", 2: "Sofa"}
+    assert [s.labels for s in out.segments] == [{"Mug": 1.0}, {"Sofa": 1.0}]
+    assert SimulatorSegmenter.reads_simulator_segments
+
+
+def test_logits_become_segments_split_at_boundaries_with_their_label_distributions():
+    k = len(VOCABULARY)
+    logits = np.full((k + 2, 4, 6), -10.0, np.float32)
+    logits[0] = 10.0  # background everywhere ...
+    logits[0, :, :5] = -10.0
+    logits[1, :, :5] = 10.0  # ... but columns 0-4 are Chair
+    logits[2, :, :5] = 9.0
+    logits[-1, :, 2] = 10.0  # a boundary down column 2 splits the Chair cells into two instances
+    out = segments_from_logits(logits, VOCABULARY, CONFIG, (8, 12))
+    assert len(out.segments) == 2
+    assert out.ids.shape == (8, 12) and set(np.unique(out.ids)) == {0, 1, 2}
+    first, second = out.segments
+    assert first.label == "Chair" and first.labels["Chair"] > first.labels["Mug"] > 0.2
+    assert sum(first.labels.values()) == pytest.approx(1.0)
+    assert (out.ids[:, 10:] == 0).all()  # the background columns
+    # The boundary column is grown back into the segment on its left (the lower id touching it first).
+    assert set(np.unique(out.ids[:, 4:6])) <= {1, 2}
+    assert second.confidence > 0.5
+
+
+def test_non_finite_logits_and_unconfident_segments_give_nothing():
+    k = len(VOCABULARY)
+    flat = np.zeros((k + 2, 3, 3), np.float32)  # the k classes equally likely: confidence about 1/k
+    flat[0] = -5.0
+    assert len(segments_from_logits(flat, VOCABULARY, CONFIG, (3, 3)).segments) == 1
+    strict = dataclasses.replace(CONFIG, min_confidence=0.5)
+    assert segments_from_logits(flat, VOCABULARY, strict, (3, 3)).segments == ()
+    broken = flat.copy()
+    broken[1, 1, 1] = np.nan
+    assert segments_from_logits(broken, VOCABULARY, CONFIG, (3, 3)).segments == ()
+
+
+def test_a_random_model_segments_a_frame_and_black_depthless_frames_give_no_segments(tmp_path):
+    segmenter = learned(write_model(tmp_path / "model"))
+    assert not segmenter.reads_simulator_segments
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    depth = rng.uniform(0.5, 4.0, (24, 32)).astype(np.float32)
+    out = segmenter.segment(observation(rgb, depth))
+    assert out.ids.shape == (24, 32) and out.ids.max(initial=0) == len(out.segments)
+    nan_depth = np.full((24, 32), np.nan, np.float32)
+    assert segmenter.segment(observation(rgb, nan_depth)).segments == ()
+    assert segmenter.segment(observation(np.zeros_like(rgb), depth)).segments == ()
+    # Label-blind: the simulator's segments and labels change nothing.
+    fake = observation(rgb, depth, np.ones((24, 32), np.int32), {1: "Sofa"})
+    again = segmenter.segment(fake)
+    assert np.array_equal(again.ids, out.ids) and again.segments == out.segments
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d: (d / MANIFEST_FILE).unlink(), "no segmenter model there"),
+        (lambda d: (d / MANIFEST_FILE).write_text("{not json"), "unreadable manifest"),
+        (lambda d: (d / MANIFEST_FILE).write_text('{"format": "other"}'), "not a segmenter manifest"),
+        (lambda d: (d / WEIGHTS_FILE).unlink(), "the weights file is missing"),
+        (lambda d: _flip_byte(d / WEIGHTS_FILE), "do not match the manifest's weights_sha256"),
+        (lambda d: _edit_manifest(d, widths=[4, 4]), "field 'widths' is missing or malformed"),
+    ],
+)
+def test_a_missing_or_corrupt_model_fails_at_start_up_naming_the_file_and_the_key(tmp_path, damage, message):
+    directory = write_model(tmp_path / "model")
+    damage(directory)
+    with pytest.raises(SegmenterError, match=message) as caught:
+        make_segmenter(dataclasses.replace(CONFIG, kind="learned", model=str(directory)))
+    assert str(directory) in str(caught.value) and "mapping_node.segmenter.model" in str(caught.value)
+
+
+def test_a_model_for_another_vocabulary_or_camera_is_refused(tmp_path):
+    directory = write_model(tmp_path / "model")
+    with pytest.raises(SegmenterError, match="trained for another vocabulary"):
+        make_segmenter(dataclasses.replace(CONFIG, kind="learned", model=str(directory)), ("Chair", "Bed"))
+    segmenter = learned(directory)
+    big = observation(np.ones((48, 64, 3), np.uint8), np.ones((48, 64), np.float32))
+    with pytest.raises(SegmenterError, match="trained on 32x24 frames, the camera gives 64x48"):
+        segmenter.segment(big)
+
+
+def test_weights_that_do_not_fit_the_manifest_fail_with_the_file_named(tmp_path):
+    directory = write_model(tmp_path / "model")
+    _edit_manifest(directory, widths=[8, 8, 8])
+    with pytest.raises(SegmenterError, match="the weights do not fit the manifest"):
+        learned(directory).warm_up()
+
+
+def test_segmenter_settings_are_range_checked_and_the_cache_identity_follows_the_weights(tmp_path):
+    with pytest.raises(ConfigError, match=r"mapping_node\.segmenter\.kind"):
+        make_segmenter(dataclasses.replace(CONFIG, kind="oracle"))
+    with pytest.raises(ConfigError, match=r"mapping_node\.segmenter\.boundary_threshold"):
+        make_segmenter(dataclasses.replace(CONFIG, boundary_threshold=float("nan")))
+    assert segmenter_identity(dataclasses.replace(CONFIG, kind="simulator")) == "simulator"
+    one = segmenter_identity(dataclasses.replace(CONFIG, kind="learned", model=str(write_model(tmp_path / "a"))))
+    other = write_model(tmp_path / "b", seed=1)
+    two = segmenter_identity(dataclasses.replace(CONFIG, kind="learned", model=str(other)))
+    assert one.startswith("learned:") and one != two
+
+
+def _flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _edit_manifest(directory: Path, **fields) -> None:
+    manifest = json.loads((directory / MANIFEST_FILE).read_text())
+    manifest.update(fields)
+    (directory / MANIFEST_FILE).write_text(json.dumps(manifest))
