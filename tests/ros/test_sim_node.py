@@ -34,7 +34,7 @@ try:
     from ovman_interfaces.msg import CameraBundle
     from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
     from ovman_sim import bundle_cdr
-    from ovman_sim.messages import floor_pose_msg, image_array, stamp_of, start_pose_from_msg
+    from ovman_sim.messages import depth_array, floor_pose_msg, image_array, stamp_of, start_pose_from_msg
     from ovman_sim.sim_node import SimNode
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -171,8 +171,10 @@ def test_sim_node_publishes_a_full_bundle_with_one_stamp_and_the_latched_map_and
     got = probe.by_stamp[stamp]
     camera = CONFIG.sim_node.camera
     intrinsics = Intrinsics.from_vertical_fov(camera.width, camera.height, camera.vertical_fov_deg)
-    rgb, depth, ids = (image_array(got[t]) for t in (bundle.RGB_TOPIC, bundle.DEPTH_TOPIC, bundle.INSTANCES_TOPIC))
+    rgb, ids = (image_array(got[t]) for t in (bundle.RGB_TOPIC, bundle.INSTANCES_TOPIC))
+    depth = depth_array(got[bundle.DEPTH_TOPIC])
     assert rgb.shape == (camera.height, camera.width, 3) and rgb.dtype == np.uint8 and rgb.any()
+    assert got[bundle.DEPTH_TOPIC].encoding == "16UC1"  # the sensor model's millimetre readings
     assert depth.dtype == np.float32 and np.nanmin(depth) > 0.0
     assert ids.dtype == np.int32
     labels = json.loads(got[bundle.INSTANCE_LABELS_TOPIC].data)["labels"]
@@ -233,7 +235,7 @@ def test_play_tour_publishes_every_frame_records_it_and_replays_the_recording(pr
     for stamp, frame in zip(live, recorded, strict=True):
         got = probe.by_stamp[stamp]
         assert np.array_equal(image_array(got[bundle.RGB_TOPIC]), frame.observation.rgb)
-        assert np.array_equal(image_array(got[bundle.DEPTH_TOPIC]), frame.observation.depth, equal_nan=True)
+        assert np.array_equal(depth_array(got[bundle.DEPTH_TOPIC]), frame.observation.depth, equal_nan=True)
         assert json.loads(got[bundle.INSTANCE_LABELS_TOPIC].data)["step"] == frame.observation.step
 
     loaded_recording = probe.call("load_visit", LoadVisit.Request(recording=str(record)))

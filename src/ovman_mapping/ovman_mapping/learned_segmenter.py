@@ -143,13 +143,16 @@ class LearnedSegmenter:
 
     def logits(self, rgb: np.ndarray, depth: np.ndarray) -> np.ndarray:
         """(K + 2, h, w) float32 network output of one frame at the output resolution."""
+        return self._forward(rgb, depth).numpy()
+
+    def _forward(self, rgb: np.ndarray, depth: np.ndarray) -> Any:
         import torch
 
         from ovman_mapping import segnet
 
         x = segnet.network_input(rgb, depth, self.input_stride)
         with torch.inference_mode():
-            return self._network(torch.from_numpy(x)[None])[0].numpy()
+            return self._network(torch.from_numpy(x)[None])[0]
 
     def segment(self, observation: Observation) -> Segmentation:
         rgb, depth, intrinsics = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics
@@ -162,7 +165,15 @@ class LearnedSegmenter:
             )
         if depth.size == 0 or not rgb.any() or not np.any(np.isfinite(depth) & (depth > 0.0)):
             return Segmentation.empty(depth.shape)  # black, depthless or empty: nothing to see
-        return segments_from_logits(self.logits(rgb, depth), self.vocabulary, self.config, depth.shape)
+        import torch
+
+        out = self._forward(rgb, depth)
+        if not bool(torch.isfinite(out).all()):
+            return Segmentation.empty(depth.shape)
+        probs = torch.softmax(out[:-1], dim=0)
+        best = probs.argmax(dim=0).numpy()
+        boundary = (torch.sigmoid(out[-1]) > self.config.boundary_threshold).numpy()
+        return segments_from_probabilities(probs.numpy(), best, boundary, self.vocabulary, self.config, depth.shape)
 
 
 @functools.lru_cache(maxsize=4)
@@ -190,36 +201,59 @@ def segments_from_logits(
 ) -> Segmentation:
     """The segments of one frame from the network's (K + 2, h, w) output (see the module
     docstring); ``image_shape`` (H, W) the camera image, a multiple of (h, w)."""
-    classes = logits[:-1].astype(np.float64)
     if not np.all(np.isfinite(logits)):
         return Segmentation.empty(image_shape)
+    classes = logits[:-1].astype(np.float64)
     classes -= classes.max(axis=0, keepdims=True)
     probs = np.exp(classes)
     probs /= probs.sum(axis=0, keepdims=True)
-    best = probs.argmax(axis=0)
     boundary = 1.0 / (1.0 + np.exp(-logits[-1].astype(np.float64))) > config.boundary_threshold
-    cells = np.zeros(best.shape, dtype=np.int32)
-    segments: list[Segment] = []
+    return segments_from_probabilities(probs, probs.argmax(axis=0), boundary, vocabulary, config, image_shape)
+
+
+def segments_from_probabilities(
+    probs: np.ndarray,
+    best: np.ndarray,
+    boundary: np.ndarray,
+    vocabulary: Sequence[str],
+    config: SegmenterConfig,
+    image_shape: tuple[int, int],
+) -> Segmentation:
+    """:func:`segments_from_logits` from the class probabilities (K + 1, h, w), their argmax
+    (h, w) and the thresholded boundary (h, w)."""
+    cells = np.zeros(best.shape, dtype=np.int64)
+    count = 0
     for c in np.unique(best):
         if c == 0:
             continue
         of_class = best == c
-        seeds, count = ndimage.label(of_class & ~boundary, structure=_FOUR)
-        if count == 0:
+        seeds, found = ndimage.label(of_class & ~boundary, structure=_FOUR)
+        if found == 0:
             continue
         grown = ndimage.grey_dilation(seeds, footprint=_FOUR)
         seeds = np.where(seeds > 0, seeds, np.where(of_class, grown, 0))
-        for k in range(1, count + 1):
-            region = seeds == k
-            shares = probs[1:, region].mean(axis=1)
-            confidence = float(probs[c, region].mean())
-            if confidence < config.min_confidence:
-                continue
-            total = float(shares.sum())
-            kept = {vocabulary[i]: float(s) for i, s in enumerate(shares) if s >= 1e-3 * total}
-            labels = {name: share / sum(kept.values()) for name, share in kept.items()}
-            segments.append(Segment(labels, confidence))
-            cells[region] = len(segments)
+        cells[seeds > 0] = seeds[seeds > 0] + count
+        count += found
+    if count == 0:
+        return Segmentation.empty(image_shape)
+    flat = cells.ravel()
+    order = np.argsort(flat, kind="stable")
+    starts = np.searchsorted(flat[order], np.arange(1, count + 1))
+    sums = np.add.reduceat(probs.reshape(probs.shape[0], -1)[:, order], starts, axis=1)  # (K + 1, count)
+    sizes = np.diff(np.append(starts, flat.size)).astype(np.float64)
+    own = np.take_along_axis(probs.reshape(probs.shape[0], -1), best.reshape(1, -1), axis=0)[0]
+    confidence = np.add.reduceat(own[order], starts) / sizes
+    shares = sums[1:].T.astype(np.float64)
+    shares /= shares.sum(axis=1, keepdims=True)
+    keep = confidence >= config.min_confidence
+    renumber = np.zeros(count + 1, dtype=np.int32)
+    renumber[1:][keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.int32)
+    segments = []
+    for k in np.nonzero(keep)[0]:
+        row = shares[k]
+        kept = np.nonzero(row >= 1e-3)[0]
+        total = float(row[kept].sum())
+        segments.append(Segment({vocabulary[i]: float(row[i] / total) for i in kept}, float(confidence[k])))
     sy, sx = image_shape[0] // cells.shape[0], image_shape[1] // cells.shape[1]
-    ids = np.repeat(np.repeat(cells, sy, axis=0), sx, axis=1)
-    return Segmentation(ids.astype(np.int32, copy=False), tuple(segments))
+    ids = np.repeat(np.repeat(renumber[cells], sy, axis=0), sx, axis=1)
+    return Segmentation(ids, tuple(segments))

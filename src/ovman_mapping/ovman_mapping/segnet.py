@@ -73,7 +73,11 @@ def network_input(rgb: np.ndarray, depth: np.ndarray, input_stride: int) -> np.n
     s = input_stride
     if h % s or w % s:
         raise ValueError(f"image size {w}x{h} is not divisible by the input stride {s}")
-    colour = rgb.reshape(h // s, s, w // s, s, 3).mean(axis=(1, 3), dtype=np.float32) / np.float32(255.0)
+    colour = np.zeros((h // s, w // s, 3), dtype=np.float32)
+    for i in range(s):
+        for j in range(s):
+            colour += rgb[i::s, j::s]
+    colour *= np.float32(1.0 / (255.0 * s * s))
     z = depth[::s, ::s]
     valid = np.isfinite(z) & (z > 0.0)
     out = np.empty((IN_CHANNELS, h // s, w // s), dtype=np.float32)
