@@ -191,3 +191,15 @@ def _edit_manifest(directory: Path, **fields) -> None:
     manifest = json.loads((directory / MANIFEST_FILE).read_text())
     manifest.update(fields)
     (directory / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
+def test_the_packaged_model_loads_for_the_embedded_vocabulary_and_camera():
+    from ovman_mapping.learned_segmenter import PACKAGED_MODEL
+    from ovman_sim.homes import CATEGORIES
+
+    segmenter = make_segmenter(dataclasses.replace(CONFIG, kind="learned", model=""), sorted(CATEGORIES))
+    assert segmenter.directory == PACKAGED_MODEL
+    camera = load_config().sim_node.camera
+    assert segmenter.image_size == (camera.width, camera.height)
+    assert (PACKAGED_MODEL / WEIGHTS_FILE).stat().st_size <= 5 * 2**20  # the limit for a committed model
+    segmenter.warm_up()

@@ -38,7 +38,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ovman_core.config import OvmanConfig, PerceptionParams, check_ranges
-from ovman_eval.dataset import atomic_write_text, code_revision
+from ovman_eval.dataset import FILE_MODE, atomic_write_text, code_revision
 from ovman_mapping.learned_segmenter import MANIFEST_FILE, MODEL_FORMAT, MODEL_VERSION, WEIGHTS_FILE, weights_digest
 from ovman_mapping.segmenter import Segmentation, Segmenter
 from ovman_sim.embedded import EmbeddedWorld
@@ -214,6 +214,7 @@ def train_perception(config: OvmanConfig, out: Path, progress: Progress | None =
     weights = out / WEIGHTS_FILE
     temporary = out / f".{WEIGHTS_FILE}.tmp"
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(temporary))
+    temporary.chmod(FILE_MODE)
     temporary.replace(weights)
     camera = config.sim_node.camera
     manifest: dict[str, Any] = {
