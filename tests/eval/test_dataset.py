@@ -150,6 +150,14 @@ def test_an_inconsistent_record_names_the_field(reference):
     assert fields == {"query.phrase", "answer.vacated", "certification.runs[1].success"}
 
 
+def test_an_episode_in_a_perception_home_is_refused(reference):
+    doc = _document(reference)
+    doc["scene"]["name"] = "perception-train-3"  # the learned segmenter's training homes
+    with pytest.raises(EpisodeFormatError, match="is a perception home") as err:
+        episode_from_dict(doc)
+    assert {field for field, _ in err.value.problems} == {"scene.name"}
+
+
 def test_an_episode_record_of_another_version_is_refused(reference):
     doc = _document(reference)
     doc["format_version"] = 99
