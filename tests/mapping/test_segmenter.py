@@ -203,3 +203,27 @@ def test_the_packaged_model_loads_for_the_embedded_vocabulary_and_camera():
     assert segmenter.image_size == (camera.width, camera.height)
     assert (PACKAGED_MODEL / WEIGHTS_FILE).stat().st_size <= 5 * 2**20  # the issue's limit for a committed model
     segmenter.warm_up()
+
+
+def test_a_map_from_the_learned_segmenter_ignores_the_simulators_segments_and_labels():
+    """Label-blind in process: the same frames with the simulator's segments and labels stripped
+    give the same map, instance by instance."""
+    from ovman_mapping.encoders import make_encoder
+    from ovman_mapping.fusion import build_map
+    from ovman_sim.embedded import EmbeddedWorld
+    from ovman_sim.tours import tour_observations
+
+    config = load_config()
+    world = EmbeddedWorld(config.sim_node)
+    world.reset("embedded-11")
+    frames = [o for _, o in zip(range(24), tour_observations(world, config.sim_node.tour, config.sim_node.world))]
+    stripped = [dataclasses.replace(o, segments=np.zeros_like(o.segments), segment_labels={}) for o in frames]
+    segmenter = make_segmenter(dataclasses.replace(CONFIG, kind="learned", model=""))
+    encoder = make_encoder(config.mapping_node.encoder)
+    full = build_map(frames, config.mapping_node, encoder, 1, segmenter)
+    blind = build_map(stripped, config.mapping_node, encoder, 1, segmenter)
+    assert len(full.instances) > 0
+    assert [(i.uid, i.box, dict(i.labels)) for i in full.instances] == [
+        (i.uid, i.box, dict(i.labels)) for i in blind.instances
+    ]
+    assert all(np.array_equal(a.points, b.points) for a, b in zip(full.instances, blind.instances, strict=True))

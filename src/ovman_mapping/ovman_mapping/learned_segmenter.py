@@ -12,10 +12,11 @@ file and the config key (``mapping_node.segmenter.model``) when anything does no
 From logits to segments (all at the network's output resolution, ``output_stride`` camera pixels
 a cell): every cell takes its most likely class; cells of class 0 (nothing of the vocabulary) and
 cells whose boundary probability exceeds ``segmenter.boundary_threshold`` seed nothing; the
-4-connected components of same-class seed cells are the segments, grown back over the boundary
-cells of their class that touch them (one step), then upsampled to camera pixels. A segment's
-label distribution is the mean class probability over its cells (background excluded,
-renormalised), its confidence the mean probability of its own class; segments below
+4-connected components of object seed cells, whatever their classes, are the segments (so class
+noise inside an object does not split it; the boundary does), grown back over the object cells on
+a boundary that touch them (one step), then upsampled to camera pixels. A segment's label
+distribution is the mean class probability over its cells (background excluded, renormalised),
+its confidence the largest share of that distribution; segments below
 ``segmenter.min_confidence`` are dropped. A black frame, one without valid depth and an empty one
 give no segments (the network is not run).
 """
@@ -221,30 +222,19 @@ def segments_from_probabilities(
 ) -> Segmentation:
     """:func:`segments_from_logits` from the class probabilities (K + 1, h, w), their argmax
     (h, w) and the thresholded boundary (h, w)."""
-    cells = np.zeros(best.shape, dtype=np.int64)
-    count = 0
-    for c in np.unique(best):
-        if c == 0:
-            continue
-        of_class = best == c
-        seeds, found = ndimage.label(of_class & ~boundary, structure=_FOUR)
-        if found == 0:
-            continue
-        grown = ndimage.grey_dilation(seeds, footprint=_FOUR)
-        seeds = np.where(seeds > 0, seeds, np.where(of_class, grown, 0))
-        cells[seeds > 0] = seeds[seeds > 0] + count
-        count += found
+    objects = best > 0
+    seeds, count = ndimage.label(objects & ~boundary, structure=_FOUR)
     if count == 0:
         return Segmentation.empty(image_shape)
+    grown = ndimage.grey_dilation(seeds, footprint=_FOUR)
+    cells = np.where(seeds > 0, seeds, np.where(objects, grown, 0)).astype(np.int64)
     flat = cells.ravel()
     order = np.argsort(flat, kind="stable")
     starts = np.searchsorted(flat[order], np.arange(1, count + 1))
     sums = np.add.reduceat(probs.reshape(probs.shape[0], -1)[:, order], starts, axis=1)  # (K + 1, count)
-    sizes = np.diff(np.append(starts, flat.size)).astype(np.float64)
-    own = np.take_along_axis(probs.reshape(probs.shape[0], -1), best.reshape(1, -1), axis=0)[0]
-    confidence = np.add.reduceat(own[order], starts) / sizes
     shares = sums[1:].T.astype(np.float64)
     shares /= shares.sum(axis=1, keepdims=True)
+    confidence = shares.max(axis=1)
     keep = confidence >= config.min_confidence
     renumber = np.zeros(count + 1, dtype=np.int32)
     renumber[1:][keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.int32)
