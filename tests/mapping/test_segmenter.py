@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 from pathlib import Path
 
@@ -216,7 +217,7 @@ def test_a_map_from_the_learned_segmenter_ignores_the_simulators_segments_and_la
     config = load_config()
     world = EmbeddedWorld(config.sim_node)
     world.reset("embedded-11")
-    frames = [o for _, o in zip(range(24), tour_observations(world, config.sim_node.tour, config.sim_node.world))]
+    frames = list(itertools.islice(tour_observations(world, config.sim_node.tour, config.sim_node.world), 24))
     stripped = [dataclasses.replace(o, segments=np.zeros_like(o.segments), segment_labels={}) for o in frames]
     segmenter = make_segmenter(dataclasses.replace(CONFIG, kind="learned", model=""))
     encoder = make_encoder(config.mapping_node.encoder)
