@@ -1,17 +1,22 @@
-"""Mapping cost per episode (both visits) on 2 cores, label mode and clip mode (issue 6: goal in
-label mode ≤ 1.9 s per episode, the paper's figure on a laptop GPU).
+"""Mapping cost per episode (both visits) on 2 cores: label mode (the simulator's segments), learned
+mode (the learned segmenter on the pixels, issue 21) and clip mode (issue 6: goal ≤ 1.9 s per
+episode, the paper's figure on a laptop GPU; issue 21: the same goal in learned mode, and peak RSS
+≤ 2 GB per worker).
 
 For each embedded scene: record visit 1 on the coverage tour, move one instance more than Δmin,
 record visit 2 (recording is not timed). Then, per encoder mode, time building both visits' maps
 from the recorded frames: back-projection, fusion, free-space evidence, motion tracks and the
 instance features. Model loading is reported separately (once per process); text embeddings of
 the labels are cached across episodes as in a long run. ``clip`` uses open_clip with random
-weights (no download): the cost is the same as with trained weights of the same model.
+weights (no download): the cost is the same as with trained weights of the same model. ``learned``
+uses the packaged segmenter model (``mapping_node.segmenter``, its configured threads) with the
+label encoder; the modes run one after the other in one process, so the peak RSS printed after each
+is the process's peak so far.
 
 Prints, per mode, the median and mean wall time and CPU time per episode, ms per frame, and the
 ratio to the goal.
 
-Usage: python benchmarks/bench_mapping.py [--scenes 4] [--modes label clip] [--cores 2]
+Usage: python benchmarks/bench_mapping.py [--scenes 4] [--modes label learned clip] [--cores 2]
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import math  # noqa: E402
+import resource  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
 from ovman_core.config import OvmanConfig, load_config  # noqa: E402
 from ovman_mapping.encoders import make_encoder  # noqa: E402
 from ovman_mapping.fusion import build_map  # noqa: E402
+from ovman_mapping.segmenter import make_segmenter  # noqa: E402
 from ovman_sim.embedded import EmbeddedWorld  # noqa: E402
 from ovman_sim.tours import tour_observations  # noqa: E402
 from ovman_sim.world import MoveObject, Observation  # noqa: E402
@@ -64,7 +71,9 @@ def record_episode(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenes", type=int, default=4, help="embedded scenes (embedded-0 ... embedded-N-1)")
-    parser.add_argument("--modes", nargs="+", default=["label", "clip"], choices=["label", "clip"])
+    parser.add_argument(
+        "--modes", nargs="+", default=["label", "learned", "clip"], choices=["label", "learned", "clip"]
+    )
     parser.add_argument("--cores", type=int, default=2, help="CPU cores the process may use")
     parser.add_argument("--clip-views", type=int, default=None, help="override encoder.views_per_instance (clip)")
     args = parser.parse_args()
@@ -81,39 +90,50 @@ def main() -> int:
     print(f"frames per episode (both visits): {statistics.mean(frames):.0f}, camera {camera.width}x{camera.height}; "
           f"cores: {cores}")  # fmt: skip
     for mode in args.modes:
-        encoder_config = dataclasses.replace(config.mapping_node.encoder, kind=mode, clip_weights="")
+        encoder_kind = "clip" if mode == "clip" else "label"
+        encoder_config = dataclasses.replace(config.mapping_node.encoder, kind=encoder_kind, clip_weights="")
         if mode == "clip" and args.clip_views is not None:
             encoder_config = dataclasses.replace(encoder_config, views_per_instance=args.clip_views)
-        mapping_config = dataclasses.replace(config.mapping_node, encoder=encoder_config)
+        segmenter_config = dataclasses.replace(
+            config.mapping_node.segmenter, kind="learned" if mode == "learned" else "simulator"
+        )
+        mapping_config = dataclasses.replace(config.mapping_node, encoder=encoder_config, segmenter=segmenter_config)
         encoder = make_encoder(encoder_config)
+        segmenter = make_segmenter(segmenter_config)
         if mode == "clip":
             import torch
 
             torch.set_num_threads(args.cores)
         start = time.perf_counter()
         encoder.embed_text(["warm-up"])  # loads the model
+        segmenter.warm_up()
         load_s = time.perf_counter() - start
         # One untimed episode warms caches (JIT, label embeddings) as a long run would be warm.
-        build_map(episodes[0][0], mapping_config, encoder, 1)
+        build_map(episodes[0][0], mapping_config, encoder, 1, segmenter)
         walls, cpus, instances, crops = [], [], [], []
         for visit_1, visit_2 in episodes:
             wall, cpu = time.perf_counter(), time.process_time()
-            maps = (build_map(visit_1, mapping_config, encoder, 1), build_map(visit_2, mapping_config, encoder, 2))
+            maps = (
+                build_map(visit_1, mapping_config, encoder, 1, segmenter),
+                build_map(visit_2, mapping_config, encoder, 2, segmenter),
+            )
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
             instances.append(sum(len(m) for m in maps))
             views = encoder_config.views_per_instance
             crops.append(sum(min(views, len(i.sightings)) for m in maps for i in m))
         per_frame_ms = 1000.0 * sum(walls) / sum(frames[: len(walls)])
+        peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         print(
-            f"{mode:5s}: {encoder.description}\n"
+            f"{mode:7s}: {segmenter.description}; {encoder.description}\n"
             f"       model load {load_s:.1f} s (once per process)\n"
             f"       per episode: wall median {statistics.median(walls):.2f} s, mean {statistics.mean(walls):.2f} s, "
             f"max {max(walls):.2f} s; CPU mean {statistics.mean(cpus):.2f} s; {per_frame_ms:.1f} ms per frame; "
             f"{statistics.mean(instances):.0f} instances"
             + (f", {statistics.mean(crops):.0f} crops encoded" if mode == "clip" else "")
+            + f"\n       peak RSS of the process so far {peak_gb:.2f} GB (goal <= 2 GB per worker)"
         )
-        if mode == "label":
+        if mode in ("label", "learned"):
             ratio = statistics.median(walls) / GOAL_S
             verdict = "meets" if ratio <= 1.0 else "misses"
             print(f"       goal <= {GOAL_S} s per episode: median/goal = {ratio:.2f} ({verdict} the goal)")
