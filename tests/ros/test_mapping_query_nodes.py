@@ -450,3 +450,29 @@ def test_an_unknown_camera_input_is_refused_naming_the_key_before_a_model_loads(
     )
     with pytest.raises(ConfigError, match=r"mapping_node node.camera_input must be one of topics, bundle, got 'both'"):
         MappingNode(config, context=rclpy_context)
+
+
+def test_a_missing_segmenter_model_stops_mapping_node_at_start_up_naming_the_file_and_the_key(rclpy_context, tmp_path):
+    from ovman_core.config import ConfigError
+    from ovman_mapping.mapping_node import MappingNode
+
+    mapping = CONFIG.mapping_node
+    segmenter = dataclasses.replace(mapping.segmenter, kind="learned", model=str(tmp_path / "no-model"))
+    config = dataclasses.replace(CONFIG, mapping_node=dataclasses.replace(mapping, segmenter=segmenter))
+    with pytest.raises(ConfigError, match=r"no-model/segmenter\.json \(config mapping_node\.segmenter\.model\)"):
+        MappingNode(config, context=rclpy_context)
+
+
+def test_mapping_node_starts_with_the_packaged_learned_segmenter(rclpy_context):
+    from ovman_mapping.mapping_node import MappingNode
+
+    mapping = CONFIG.mapping_node
+    segmenter = dataclasses.replace(mapping.segmenter, kind="learned", model="")
+    node = MappingNode(
+        dataclasses.replace(CONFIG, mapping_node=dataclasses.replace(mapping, segmenter=segmenter)),
+        context=rclpy_context,
+    )
+    try:
+        assert node.mapper.segmenter.kind == "learned" and not node.mapper.segmenter.reads_simulator_segments
+    finally:
+        node.destroy_node()
