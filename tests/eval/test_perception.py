@@ -109,3 +109,13 @@ def test_the_commands_train_and_report_json(tmp_path, capsys):
     assert main(["eval-perception", "--model", str(tmp_path / "nothing"), "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "no segmenter model there" in err and "mapping_node.segmenter.model" in err
+
+
+def test_training_leaves_torch_settings_as_it_found_them():
+    import torch
+
+    before = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    frames = list(perception.perception_frames(tiny_config(), "train", 1))[:4]
+    params = tiny_config().benchmark_node.perception
+    perception.train_network(perception.training_set(frames, params), dataclasses.replace(params, threads=1))
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before

@@ -149,14 +149,26 @@ def training_set(frames: Sequence[Frame], params: PerceptionParams) -> TrainingS
 
 
 def train_network(data: TrainingSet, params: PerceptionParams, progress: Progress | None = None) -> Any:
-    """The trained SegNet (see the module docstring for the loss and the schedule)."""
+    """The trained SegNet (see the module docstring for the loss and the schedule); torch's thread
+    count and determinism setting are restored afterwards."""
+    import torch
+
+    previous = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    torch.set_num_threads(params.threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        return _train(data, params, progress)
+    finally:  # the process's other torch users (the text encoder) keep their settings
+        torch.set_num_threads(previous[0])
+        torch.use_deterministic_algorithms(previous[1])
+
+
+def _train(data: TrainingSet, params: PerceptionParams, progress: Progress | None) -> Any:
     import torch
     from torch.nn import functional
 
     from ovman_mapping import segnet
 
-    torch.set_num_threads(params.threads)
-    torch.use_deterministic_algorithms(True)
     torch.manual_seed(params.seed)
     model = segnet.SegNet(len(VOCABULARY), tuple(params.widths), params.decoder_stages)
     counts = np.bincount(data.classes.ravel(), minlength=len(VOCABULARY) + 1).astype(np.float64)
