@@ -319,6 +319,7 @@ class MappingNodeParams:
     sync_max_pending: int
     start_visit: int
     finish_timeout_s: float
+    step_dt: float
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,7 @@ order is used there. Points are not sent; features and colour histograms go as f
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -47,7 +48,7 @@ from ovman_interfaces.msg import Instance as InstanceMsg
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_mapping.instances import Instance, InstanceMap, Sighting
 from ovman_sim import bundle
-from ovman_sim.messages import MessageError, camera_bundle_items, depth_array, image_array, time_msg
+from ovman_sim.messages import MessageError, camera_bundle_items, depth_array, image_array, stamp_of, time_msg
 from ovman_sim.world import Observation
 
 ANGLE_DECIMALS = 9
@@ -123,34 +124,57 @@ def observation_from_bundle(
     The step comes from the labels table; ``segment_instances`` is empty: ground-truth ids never
     reach the mapping.
     """
+    where = f"camera bundle at {labels.stamp_ns} ns"
+    observation = observation_from_camera(rgb, depth, camera_info, camera_pose, map_frame, labels.step, where)
+    try:
+        segments = image_array(instances)
+    except (MessageError, ValueError) as err:
+        raise MapMessageError(f"{where}: {err}") from None
+    _check_image(where, "instances", instances, (bundle.INSTANCES_ENCODING,), observation.depth.shape)
+    return dataclasses.replace(observation, segments=segments, segment_labels=dict(labels.labels))
+
+
+def observation_from_camera(
+    rgb: Image,
+    depth: Image,
+    camera_info: CameraInfo,
+    camera_pose: PoseStamped,
+    map_frame: str,
+    step: int,
+    where: str = "",
+) -> Observation:
+    """The Observation of a plain RGB-D frame (what a robot's camera gives: colour, depth in 32FC1
+    metres or 16UC1 millimetres, camera_info and the optical frame's pose in ``map_frame``) at
+    world step ``step``; no segments (a label-blind segmenter makes its own)."""
+    where = where or f"camera frame at {stamp_of(rgb.header)} ns"
     try:
         intrinsics = bundle.intrinsics_from_camera_info(camera_info.width, camera_info.height, camera_info.k)
-        colour, planar_depth, segments = image_array(rgb), depth_array(depth), image_array(instances)
+        colour, planar_depth = image_array(rgb), depth_array(depth)
     except (bundle.BundleFormatError, MessageError, ValueError) as err:
-        raise MapMessageError(f"camera bundle at {labels.stamp_ns} ns: {err}") from None
+        raise MapMessageError(f"{where}: {err}") from None
     size = (intrinsics.height, intrinsics.width)
-    for name, image, encodings in (
-        ("rgb", rgb, (bundle.RGB_ENCODING,)),
-        ("depth", depth, bundle.DEPTH_ENCODINGS),
-        ("instances", instances, (bundle.INSTANCES_ENCODING,)),
-    ):
-        if image.encoding not in encodings or (image.height, image.width) != size:
-            raise MapMessageError(
-                f"camera bundle at {labels.stamp_ns} ns: {name} image is {image.encoding} "
-                f"{image.width}x{image.height}; expected {' or '.join(encodings)} {size[1]}x{size[0]} (camera_info)"
-            )
+    _check_image(where, "rgb", rgb, (bundle.RGB_ENCODING,), size)
+    _check_image(where, "depth", depth, bundle.DEPTH_ENCODINGS, size)
     position, yaw_deg, horizon_deg = camera_from_pose(camera_pose, map_frame)
     return Observation(
         rgb=colour,
         depth=planar_depth,
-        segments=segments,
-        segment_labels=dict(labels.labels),
+        segments=np.zeros(size, dtype=np.int32),
+        segment_labels={},
         segment_instances={},
         pose=AgentPose(x=position[0], z=position[2], yaw_deg=yaw_deg, horizon_deg=horizon_deg),
         camera_position=position,
         intrinsics=intrinsics,
-        step=labels.step,
+        step=step,
     )
+
+
+def _check_image(where: str, name: str, image: Image, encodings: tuple[str, ...], size: tuple[int, int]) -> None:
+    if image.encoding not in encodings or (image.height, image.width) != size:
+        raise MapMessageError(
+            f"{where}: {name} image is {image.encoding} {image.width}x{image.height}; "
+            f"expected {' or '.join(encodings)} {size[1]}x{size[0]} (camera_info)"
+        )
 
 
 # ---- instance maps -----------------------------------------------------------------------------

@@ -8,7 +8,9 @@ Subscriptions (reliable, volatile; names from :mod:`ovman_sim.bundle`), by ``nod
 ``topics`` (a robot's camera): ``/camera/color/image_raw``, ``/camera/depth/image_raw``,
 ``/camera/instances/image_raw``, ``/camera/instances/labels``, ``/camera/color/camera_info``,
 ``/camera/pose`` (the optical frame in ``map``), synchronised by exact stamp
-(:mod:`ovman_mapping.bundle_sync`); ``bundle``: ``/camera/bundle`` (ovman_interfaces/CameraBundle,
+(:mod:`ovman_mapping.bundle_sync`); with a label-blind segmenter (``segmenter.kind`` learned) only
+the four a robot's camera gives (colour, depth in 32FC1 m or 16UC1 mm, camera_info, pose), a
+frame's step being its stamp divided by ``node.step_dt``; ``bundle``: ``/camera/bundle`` (ovman_interfaces/CameraBundle,
 the same six messages in one, from sim_node's ``node.camera_output`` bundle or both), taken raw
 and read without copying its images (:func:`ovman_sim.bundle_cdr.decode`): one take per frame
 instead of six and no synchroniser; a bundle whose messages' stamps differ is rejected. Their
@@ -62,13 +64,14 @@ from ovman_mapping.map_messages import (
     check_marker_style,
     instance_map_msg,
     map_markers,
+    observation_from_camera,
     observation_from_camera_bundle,
     observation_from_topics,
 )
 from ovman_mapping.segmenter import SegmenterError, make_segmenter
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_sim import bundle, bundle_cdr
-from ovman_sim.messages import CAMERA_MESSAGES, stamp_of
+from ovman_sim.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
 from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
 from ovman_sim.world import Observation
 
@@ -105,6 +108,8 @@ class MappingNode(GraphNode):
             raise ConfigError(f"config mapping_node node.qos_depth must be at least 1, got {settings.qos_depth}")
         if settings.start_visit not in (0, *VISITS):
             raise ConfigError(f"config mapping_node node.start_visit must be 0, 1 or 2, got {settings.start_visit}")
+        if not settings.step_dt > 0.0:
+            raise ConfigError(f"config mapping_node node.step_dt must be positive seconds, got {settings.step_dt}")
         if not settings.finish_timeout_s > 0.0:
             raise ConfigError(
                 f"config mapping_node node.finish_timeout_s must be positive seconds, got {settings.finish_timeout_s}"
@@ -122,7 +127,11 @@ class MappingNode(GraphNode):
             raise ConfigError(str(err)) from None
         segmenter.warm_up()  # a network loads now, not at the first frame
         self.mapper = VisitMapper(self.config.mapping_node, self.encoder, segmenter)
-        self.sync: StampSynchronizer[Any] = StampSynchronizer(CAMERA_MESSAGES, settings.sync_max_pending)
+        # A label-blind segmenter on the topics reads a robot's four: no instance masks, no labels table.
+        self.plain = self.camera_input == bundle.CAMERA_TOPICS_OUTPUT and not segmenter.reads_simulator_segments
+        self.topics = PLAIN_CAMERA_MESSAGES if self.plain else CAMERA_MESSAGES
+        self._step_ns = round(settings.step_dt * 1e9)
+        self.sync: StampSynchronizer[Any] = StampSynchronizer(self.topics, settings.sync_max_pending)
         self.rejected = 0
         self.outside_visit = 0
         self._finishing: tuple[int, Future[bool]] | None = None
@@ -138,7 +147,7 @@ class MappingNode(GraphNode):
                 CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, self._on_camera_bundle, frames_qos, raw=True
             )
         else:
-            for topic, kind in CAMERA_MESSAGES.items():
+            for topic, kind in self.topics.items():
                 self.create_subscription(kind, topic, functools.partial(self._on_message, topic), frames_qos)
         self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), LATCHED) for v in VISITS}
         self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), LATCHED) for v in VISITS}
@@ -193,7 +202,18 @@ class MappingNode(GraphNode):
         if complete is None:
             return
         try:
-            observation = observation_from_topics(complete.items, self.config.frames.map)
+            if self.plain:
+                items = complete.items
+                observation = observation_from_camera(
+                    items[bundle.RGB_TOPIC],
+                    items[bundle.DEPTH_TOPIC],
+                    items[bundle.CAMERA_INFO_TOPIC],
+                    items[bundle.CAMERA_POSE_TOPIC],
+                    self.config.frames.map,
+                    complete.stamp_ns // self._step_ns,
+                )
+            else:
+                observation = observation_from_topics(complete.items, self.config.frames.map)
             self._fuse(observation, complete.stamp_ns)
         except (MapMessageError, FrameFormatError, VisitError) as err:
             self._reject(str(err))

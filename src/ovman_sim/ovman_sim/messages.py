@@ -49,6 +49,13 @@ CAMERA_MESSAGES: dict[str, type] = {
     bundle.CAMERA_POSE_TOPIC: PoseStamped,
 }
 """The message type of each topic of the camera bundle (:data:`ovman_sim.bundle.CAMERA_TOPICS`)."""
+PLAIN_CAMERA_MESSAGES: dict[str, type] = {
+    topic: kind
+    for topic, kind in CAMERA_MESSAGES.items()
+    if topic not in (bundle.INSTANCES_TOPIC, bundle.INSTANCE_LABELS_TOPIC)
+}
+"""The four topics a robot's RGB-D camera gives (colour, depth, camera_info, the camera pose): what
+a label-blind mapper reads."""
 
 _IMAGE_LAYOUTS = {
     bundle.RGB_ENCODING: (np.dtype(np.uint8), 3),

@@ -1,0 +1,131 @@
+"""mapping_node on a robot's plain RGB-D topics over DDS: with the learned segmenter it subscribes to
+colour, depth (16UC1 millimetres, as RealSense-class drivers publish), camera_info and the camera
+pose only, and its map equals the in-process one built from the same frames stripped of the
+simulator's segments and labels, a frame's step being its stamp divided by ``node.step_dt``.
+
+Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+try:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
+    from ovman_interfaces.srv import MapVisit
+    from ovman_mapping.map_messages import instance_map_from_msg
+    from ovman_mapping.mapping_node import map_topic
+    from ovman_query.query_node import LATCHED
+    from ovman_sim.messages import PLAIN_CAMERA_MESSAGES, bundle_messages, camera_messages
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
+    ) from error
+
+from ovman_core.config import load_config
+from ovman_core.frames import thor_to_ros_point
+from ovman_mapping.encoders import make_encoder
+from ovman_mapping.fusion import build_map
+from ovman_mapping.segmenter import make_segmenter
+from ovman_sim import bundle
+from ovman_sim.embedded import EmbeddedWorld
+from ovman_sim.tours import tour_observations
+
+from .processes import NodeProcess
+
+pytestmark = pytest.mark.ros
+
+CONFIG = load_config()
+SCENE = "embedded-11"
+FRAMES = 30
+TIMEOUT_S = 90.0
+
+
+def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env, rclpy_context, tmp_path: Path):
+    sim = CONFIG.sim_node
+    world = EmbeddedWorld(sim)
+    world.reset(SCENE)
+    clock = bundle.FrameClock(sim.node.step_dt)
+    frames = []
+    for observation in itertools.islice(tour_observations(world, sim.tour, sim.world), FRAMES):
+        frames.append((clock.stamp(observation.step), observation, world.objects()))
+    world.close()
+
+    node = NodeProcess(
+        [
+            sys.executable,
+            "-m",
+            "ovman_mapping.mapping_node",
+            "--ros-args",
+            "-p",
+            "segmenter.kind:=learned",
+            "-p",
+            "node.camera_input:=topics",
+        ],
+        tmp_path / "mapping.log",
+        "mapping_node",
+    )
+    probe = rclpy.create_node("plain_camera", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(probe)
+    try:
+        qos = QoSProfile(depth=FRAMES, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+        publishers = {topic: probe.create_publisher(kind, topic, qos) for topic, kind in PLAIN_CAMERA_MESSAGES.items()}
+        maps: list[InstanceMapMsg] = []
+        probe.create_subscription(InstanceMapMsg, map_topic(1), maps.append, LATCHED)
+        start = probe.create_client(MapVisit, "/mapping_node/start_visit")
+        finish = probe.create_client(MapVisit, "/mapping_node/finish_visit")
+
+        def spin_until(condition, what: str) -> None:
+            deadline = time.monotonic() + TIMEOUT_S
+            while not condition():
+                assert time.monotonic() < deadline, f"{what} within {TIMEOUT_S} s; {node.diagnosis()}"
+                assert node.process.poll() is None, f"{what}: {node.diagnosis()}"
+                executor.spin_once(timeout_sec=0.05)
+
+        def call(client, request):
+            spin_until(lambda: client.service_is_ready(), f"{client.srv_name}")
+            future = client.call_async(request)
+            spin_until(future.done, f"{client.srv_name} answer")
+            return future.result()
+
+        assert call(start, MapVisit.Request(visit=1)).success
+        spin_until(lambda: all(p.get_subscription_count() > 0 for p in publishers.values()), "the four subscriptions")
+        for stamp, observation, objects in frames:
+            messages = camera_messages(bundle_messages(observation, objects, stamp, CONFIG.frames))
+            assert messages[bundle.DEPTH_TOPIC].encoding == bundle.DEPTH_MM_ENCODING
+            for topic, publisher in publishers.items():
+                publisher.publish(messages[topic])
+        done = call(finish, MapVisit.Request(visit=1, expected_frames=FRAMES, timeout_s=TIMEOUT_S))
+        assert done.success, f"{done.message}\n{node.diagnosis()}"
+        spin_until(lambda: maps, "the latched visit-1 map")
+    finally:
+        executor.remove_node(probe)
+        probe.destroy_node()
+        executor.shutdown()
+        node.stop()
+
+    step_ns = round(CONFIG.mapping_node.node.step_dt * 1e9)
+    stripped = [
+        dataclasses.replace(o, segments=np.zeros_like(o.segments), segment_labels={}, step=stamp // step_ns)
+        for stamp, o, _ in frames
+    ]
+    segmenter = make_segmenter(dataclasses.replace(CONFIG.mapping_node.segmenter, kind="learned", model=""))
+    reference = build_map(stripped, CONFIG.mapping_node, make_encoder(CONFIG.mapping_node.encoder), 1, segmenter)
+    received, _ = instance_map_from_msg(maps[-1])
+    assert len(reference) > 0 and len(received) == len(reference)
+    for item, instance in zip(maps[-1].instances, reference, strict=True):
+        assert item.label == instance.label
+        assert (item.centroid.x, item.centroid.y, item.centroid.z) == thor_to_ros_point(instance.position)
+        assert item.num_observations == len(instance.sightings)
