@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ovman_core.config import OvmanConfig, SimConfig, load_config
+import yaml
+
+from ovman_core.config import OvmanConfig, SimConfig, load_config, to_document
 from ovman_core.relations import Relation
 from ovman_core.world_state import WorldState
 from ovman_eval.dataset import GenerationSummary, generate_dataset
 from ovman_eval.generation import GenerationRequest
+from ovman_eval.runner import segmented_by
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.world import Action, ActionResult
 
@@ -25,8 +28,10 @@ SCENES = ("embedded-0", "embedded-1")
 
 
 def small_config(**generation: Any) -> OvmanConfig:
-    """The shipped config with a tiny camera and tour; ``generation`` overrides generation keys."""
-    config = load_config()
+    """The shipped config with a tiny camera and tour, and the agent on the simulator's segments
+    (the learned segmenter needs its 320×240 frames; tests/eval/test_label_blind.py runs it);
+    ``generation`` overrides generation keys."""
+    config = segmented_by(load_config(), "simulator")
     sim = config.sim_node
     sim = dataclasses.replace(
         sim,
@@ -36,6 +41,13 @@ def small_config(**generation: Any) -> OvmanConfig:
     bench = config.benchmark_node
     bench = dataclasses.replace(bench, generation=dataclasses.replace(bench.generation, **generation))
     return dataclasses.replace(config, sim_node=sim, benchmark_node=bench)
+
+
+def config_file(config: OvmanConfig, directory: Path) -> Path:
+    """``config`` written as a configuration file in ``directory`` (for the CLI's ``--config``)."""
+    path = directory / "ovman.yaml"
+    path.write_text(yaml.safe_dump(to_document(config), sort_keys=False), encoding="utf-8")
+    return path
 
 
 def request(

@@ -43,12 +43,13 @@ from ovman_eval.runner import (
 )
 from ovman_eval.tracking import LabelTracker
 from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
+from ovman_mapping.segmenter import SimulatorSegmenter
 from ovman_query.arms import Arm
 from ovman_sim.bundle import GroundTruthRecords
 from ovman_sim.recording import read_visit
 from ovman_sim.session import SimSession
 
-from .generation_setup import generate, request, small_config
+from .generation_setup import config_file, generate, request, small_config
 
 RELATIONS = (Relation.MOVED, Relation.MOVING)
 
@@ -263,23 +264,25 @@ def test_the_tracker_follows_the_nearest_sighting_of_its_label_within_the_gate(d
     label = frame.observation.segment_labels[segment]
     truth = frame.objects[frame.observation.segment_instances[segment]]
     near = (truth.floor[0] + 0.3, truth.floor[1])
-    tracker = LabelTracker(label, near, gate=1.0, mapping=config.mapping_node)
+    sim = SimulatorSegmenter()
+    tracker = LabelTracker(label, near, gate=1.0, mapping=config.mapping_node, segmenter=sim)
     target = tracker.observe(frame.observation)
     assert target is not None and tracker.updates == 1
     assert math.dist(target.point, truth.floor) < 0.5
     assert target.region.distance_to(truth.floor) < 0.3
-    far = LabelTracker(label, (truth.floor[0] + 3.0, truth.floor[1]), gate=1.0, mapping=config.mapping_node)
+    far = LabelTracker(label, (truth.floor[0] + 3.0, truth.floor[1]), 1.0, config.mapping_node, sim)
     assert far.observe(frame.observation) is None and far.updates == 0
-    other = LabelTracker("NoSuchLabel", near, gate=1.0, mapping=config.mapping_node)
+    other = LabelTracker("NoSuchLabel", near, gate=1.0, mapping=config.mapping_node, segmenter=sim)
     assert other.observe(frame.observation) is None
     with pytest.raises(ValueError, match="track_gate"):
-        LabelTracker(label, near, gate=0.0, mapping=config.mapping_node)
+        LabelTracker(label, near, gate=0.0, mapping=config.mapping_node, segmenter=sim)
 
 
-def test_ovman_benchmark_runs_writes_the_report_and_ovman_show_draws_from_it(dataset, cache, tmp_path, capsys):
+def test_ovman_benchmark_runs_writes_the_report_and_ovman_show_draws_from_it(dataset, cache, config, tmp_path, capsys):
     out = tmp_path / "runs"
     arguments = ["--dataset", str(dataset), "--arms", "two_visit,single_visit,given_answer", "--seeds", "2"]
     arguments += ["--static-only", "--out", str(out), "--cache", str(cache), "--no-episode-figures", "--quiet"]
+    arguments += ["--config", str(config_file(config, tmp_path))]
     assert main(["benchmark", *arguments, "--sweep"]) == 0
     printed = capsys.readouterr().out
     assert "Headline: every arm" in printed and "given_answer" in printed

@@ -33,7 +33,7 @@ from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.recording import read_visit
 
 from .benchmark_records import map_summary, memory, record
-from .generation_setup import generate, request, small_config
+from .generation_setup import config_file, generate, request, small_config
 
 LOW = "low_light"
 ARMS = (Arm.TWO_VISIT, Arm.GIVEN_ANSWER)
@@ -262,11 +262,12 @@ def test_a_dataset_recorded_under_a_condition_is_refused(dataset, config, tmp_pa
         run_benchmark(BenchmarkRequest(copy, ARMS, (0,), conditions=(LOW,)), config, out_root=tmp_path / "runs")
 
 
-def test_ovman_benchmark_condition_prints_the_comparison_and_reports_it(stress_run, dataset, tmp_path, capsys):
+def test_ovman_benchmark_condition_prints_the_comparison_and_reports_it(stress_run, dataset, config, tmp_path, capsys):
     _, cache = stress_run
     out = tmp_path / "runs"
     arguments = ["--dataset", str(dataset), "--arms", "two_visit,given_answer", "--seeds", "1", "--static-only"]
     arguments += ["--condition", LOW, "--out", str(out), "--cache", str(cache), "--no-episode-figures", "--quiet"]
+    arguments += ["--config", str(config_file(config, tmp_path))]
     assert main(["benchmark", *arguments]) == 0
     printed = capsys.readouterr().out
     assert "Headline: every arm" in printed and "Stress conditions: success against the baseline" in printed

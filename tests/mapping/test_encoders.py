@@ -21,11 +21,13 @@ from ovman_mapping.encoders import (
     padded_crop,
 )
 from ovman_mapping.fusion import build_map
+from ovman_mapping.segmenter import with_segmenter
 
 from .scenes import look_around, on_floor, tour
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-CONFIG = load_config().mapping_node
+# The box scenes test fusion and decisions on exact segments: the simulator's (the segmenter has its own tests).
+CONFIG = with_segmenter(load_config().mapping_node, "simulator")
 
 
 @pytest.fixture(scope="module")

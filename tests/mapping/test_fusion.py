@@ -8,10 +8,12 @@ import numpy as np
 from ovman_core.config import load_config
 from ovman_core.world_state import AgentPose
 from ovman_mapping.fusion import MapBuilder, build_map
+from ovman_mapping.segmenter import with_segmenter
 
 from .scenes import OneHotEncoder, look_around, on_floor, render, tour
 
-CONFIG = load_config().mapping_node
+# The box scenes test fusion and decisions on exact segments: the simulator's (the segmenter has its own tests).
+CONFIG = with_segmenter(load_config().mapping_node, "simulator")
 ENCODER = OneHotEncoder(["Chair", "Vase", "Box", "Sofa"])
 
 CHAIR = on_floor("Chair_1", "Chair", 2.0, 0.0, colour=(200, 40, 40))

@@ -5,13 +5,15 @@ import pytest
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
 from ovman_eval.answers import compute_answer
+from ovman_eval.runner import segmented_by
 from ovman_mapping.encoders import LabelEncoder
 from ovman_query.agent import ReferenceAgent, query_of
 from ovman_query.parser import ParseError
 
 from .scenes import OneHotEncoder, look_around, on_floor, render, tour, world_state
 
-CONFIG = load_config()
+# These test fusion and decisions on exact segments: the simulator's (the segmenter has its own tests).
+CONFIG = segmented_by(load_config(), "simulator")
 
 VASE_1 = on_floor("Vase_1", "Vase", 0.0, 3.0, size=(0.3, 0.5, 0.3), colour=(220, 200, 30))
 VASE_2 = on_floor("Vase_2", "Vase", -4.0, -3.0, size=(0.3, 0.5, 0.3), colour=(30, 60, 220))

@@ -5,8 +5,10 @@ import pytest
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
 from ovman_eval.answers import compute_answer
+from ovman_eval.runner import segmented_by
 from ovman_query.agent import ReferenceAgent
 from ovman_query.arms import (
+    BACKGROUND,
     PARSE_FAILED,
     Arm,
     ArmInputError,
@@ -15,6 +17,7 @@ from ovman_query.arms import (
     oracle_grounding,
     oracle_positions,
     single_visit,
+    true_category,
     two_visit,
     two_visit_text,
 )
@@ -23,7 +26,8 @@ from ovman_query.parser import Query
 from .maps import instance, instance_map
 from .scenes import OneHotEncoder, on_floor, world_state
 
-CONFIG = load_config()
+# These test fusion and decisions on exact segments: the simulator's (the segmenter has its own tests).
+CONFIG = segmented_by(load_config(), "simulator")
 AGENT = ReferenceAgent(CONFIG, OneHotEncoder(["Vase", "Chair", "Box", "Sofa"]))
 
 
@@ -58,17 +62,30 @@ def test_single_visit_picks_a_grounded_instance_with_its_exact_success_probabili
     assert empty.abstained and empty.success_probability == 0.0
 
 
-def test_oracle_grounding_uses_segment_labels_where_the_encoder_misleads():
-    # The moved vase's features lean away from "vase" (as a bad crop would), so the encoder grounds
-    # only the distractor, which did not move; the labels still say Vase.
-    map1 = instance_map(1, instance("a", "Vase", 0, 0, tilt=0.8), instance("b", "Vase", 8, 8))
-    map2 = instance_map(2, instance("a2", "Vase", 0, 4, tilt=0.8), instance("b2", "Vase", 8, 8))
+def test_oracle_grounding_uses_the_true_categories_where_the_encoder_and_the_labels_mislead():
+    # The moved vase's features lean away from "vase" (as a bad crop would) and its segmenter label
+    # says Chair, so the agent grounds only the distractor, which did not move; the true category
+    # of its points (ground truth) still says Vase.
+    map1 = instance_map(1, instance("a", "Chair", 0, 0, tilt=0.8), instance("b", "Vase", 8, 8))
+    map2 = instance_map(2, instance("a2", "Chair", 0, 4, tilt=0.8), instance("b2", "Vase", 8, 8))
+    shares1 = {"a": {"Vase": 0.7, BACKGROUND: 0.3}, "b": {"Vase": 0.9, "Chair": 0.1}}
+    shares2 = {"a2": {"Vase": 0.6, "Table": 0.4}, "b2": {"Vase": 1.0}}
     query = q("vase", Relation.MOVED, "Vase")
     assert two_visit(AGENT, map1, map2, query).abstained
-    prediction = oracle_grounding(AGENT, map1, map2, query)
+    prediction = oracle_grounding(AGENT, map1, map2, query, shares1, shares2)
     assert prediction.point == pytest.approx((0, 4)) and prediction.arm == "oracle_grounding"
     with pytest.raises(ArmInputError, match="category"):
-        oracle_grounding(AGENT, map1, map2, q("vase", Relation.MOVED))
+        oracle_grounding(AGENT, map1, map2, q("vase", Relation.MOVED), shares1, shares2)
+    # Mostly background, or no shares at all (no points): grounded by nothing.
+    hollow = {"a2": {"Vase": 0.4, BACKGROUND: 0.6}, "b2": {"Vase": 1.0}}
+    assert oracle_grounding(AGENT, map1, map2, query, shares1, hollow).abstained
+    assert oracle_grounding(AGENT, map1, map2, query, shares1, {"b2": {"Vase": 1.0}}).abstained
+
+
+def test_true_category_is_the_majority_of_the_points_with_ties_alphabetical():
+    assert true_category({"Vase": 0.5, "Chair": 0.5}) == "Chair"
+    assert true_category({"Vase": 0.4, BACKGROUND: 0.6}) == BACKGROUND
+    assert true_category({}) == BACKGROUND
 
 
 # Ground truth: Vase_1 moves 5 m, Chair_1 is removed, Box_2 appears, Vase_2 stays.

@@ -17,6 +17,7 @@ from ovman_core.success import static_success
 from ovman_core.world_state import ObjectState
 from ovman_eval.admissibility import admissibility_violations
 from ovman_eval.answers import NoAnswerError, compute_answer
+from ovman_eval.runner import segmented_by
 from ovman_mapping.encoders import LabelEncoder, label_text
 from ovman_query.agent import ReferenceAgent, query_of
 from ovman_query.arms import oracle_positions
@@ -24,7 +25,8 @@ from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.tours import tour_observations
 from ovman_sim.world import AddObject, MoveObject, RemoveObject
 
-CONFIG = load_config()
+# These test fusion and decisions on exact segments: the simulator's (the segmenter has its own tests).
+CONFIG = segmented_by(load_config(), "simulator")
 TASK = CONFIG.task
 SCENE = "embedded-0"
 

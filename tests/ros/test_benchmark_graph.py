@@ -62,13 +62,12 @@ EMBODIED_FIELDS = (
 
 
 def small_config() -> OvmanConfig:
-    """The shipped config with a 160×120 camera on 40-waypoint tours: maps good enough for the agent
-    to answer the episodes and to follow the mover by sight, quickly."""
+    """The shipped config (the agent on the learned segmenter, at its 320×240 frames) on 40-waypoint
+    tours: maps good enough for the agent to answer some episodes and to follow the mover by sight."""
     config = load_config()
     sim = config.sim_node
     sim = dataclasses.replace(
         sim,
-        camera=dataclasses.replace(sim.camera, width=160, height=120),
         tour=dataclasses.replace(sim.tour, max_waypoints=40),
     )
     return dataclasses.replace(config, sim_node=sim)
@@ -162,13 +161,15 @@ def test_every_episode_gets_the_in_process_embodied_result(runs: Runs, arm: str)
 
 
 def test_the_agent_succeeds_somewhere_so_the_comparison_is_not_vacuous(runs: Runs):
+    # On the simulator's segments the agent answers every episode, static and embodied, following
+    # the mover by sight; on its own learned segmenter's maps (the default) it answers none of these
+    # three (the honest figure, see the README), but it follows what it takes for the mover by sight too.
     relation = {r["episode_id"]: Relation.parse(r["relation"]) for r in runs.graph}
-    two_visit = [r for r in runs.graph if r["arm"] == "two_visit" and relation[r["episode_id"]] is not Relation.MOVING]
-    assert len(two_visit) == 2 and all(r["static"]["success"] and r["embodied"]["success"] for r in two_visit)
+    simulator = [r for r in runs.graph if r["arm"] == "sim_perception"]
+    assert len(simulator) == 3 and all(r["static"]["success"] and r["embodied"]["success"] for r in simulator)
     assert any(not r["static"]["success"] for r in runs.graph)
-    # The moving episode's target is followed to success by an arm (given_answer follows the truth).
-    moving = [r for r in runs.graph if relation[r["episode_id"]] is Relation.MOVING]
-    assert moving and any(r["embodied"]["success"] for r in moving)
+    moving = {r["arm"]: r for r in runs.graph if relation[r["episode_id"]] is Relation.MOVING}
+    assert moving["sim_perception"]["embodied"]["retargets"] > 0 and moving["two_visit"]["embodied"]["retargets"] > 0
 
 
 def test_graph_lines_carry_no_map_diagnostics(runs: Runs):

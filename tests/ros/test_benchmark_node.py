@@ -30,6 +30,7 @@ from ovman_core.config import load_config
 from ovman_core.world_state import AgentPose, ObjectState
 from ovman_eval.runner import Follow, NavigationPlan
 from ovman_eval.tracking import LabelTracker
+from ovman_mapping.segmenter import SimulatorSegmenter
 from ovman_nav.executor import NavTarget
 from ovman_sim.embedded import EmbeddedWorld
 
@@ -73,11 +74,11 @@ def test_a_target_followed_by_sight_starts_from_the_start_view(
     world = EmbeddedWorld(CONFIG.sim_node)
     pose, instance, label = in_view(world)
     guess = (instance.floor[0] + OFFSET_M, instance.floor[1])
-    plan = NavigationPlan(NavTarget.at_point(guess), Follow.SIGHTINGS, label=label)
+    plan = NavigationPlan(NavTarget.at_point(guess), Follow.SIGHTINGS, label=label, segmenter="simulator")
     # In process: the tracker's first look, before the first action, is the start view.
     world.reset(SCENE, None, pose)
     gate = CONFIG.benchmark_node.benchmark.track_gate
-    expected = LabelTracker(label, guess, gate, CONFIG.mapping_node).observe(world.observe())
+    expected = LabelTracker(label, guess, gate, CONFIG.mapping_node, SimulatorSegmenter()).observe(world.observe())
     assert expected is not None and math.dist(expected.point, guess) > 0.0  # the start view moves the estimate
 
     node = BenchmarkNode(CONFIG, context=rclpy_context)
@@ -89,7 +90,7 @@ def test_a_target_followed_by_sight_starts_from_the_start_view(
             scene=SCENE, use_start_pose=True, start_pose=floor_pose_msg(pose), start_horizon_deg=pose.horizon_deg
         )
         assert node.call(LOAD_VISIT_SERVICE, request).success, sim_node.diagnosis()
-        target, _, first = node.start_following_by_sight(plan, CONFIG)
+        target, _, first = node.start_following_by_sight(plan, CONFIG, SimulatorSegmenter())
     finally:
         node.destroy_node()
     assert target == expected  # the goal is sent to the sighting's point and footprint

@@ -341,6 +341,7 @@ FIELDS = {
         "box_min": "geometry_msgs/Point",
         "box_max": "geometry_msgs/Point",
         "feature_dim": "uint32",
+        "points": "sequence<float>",
         "feature": "sequence<float>",
         "colour_histogram": "sequence<float>",
         "first_seen": "builtin_interfaces/Time",

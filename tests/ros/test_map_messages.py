@@ -52,6 +52,8 @@ pytestmark = pytest.mark.ros
 
 CONFIG = load_config()
 FRAMES = CONFIG.frames
+STEP_NS = round(CONFIG.mapping_node.node.step_dt * 1e9)
+"""0.1 s: the test stamps (4.1 s) give the observation's step (41)."""
 INTRINSICS = Intrinsics.from_vertical_fov(16, 12, 90.0)
 STAMP = Time(sec=7, nanosec=5)
 
@@ -84,6 +86,7 @@ def from_bundle(messages) -> Observation:
         messages.camera_info,
         messages.camera_pose,
         FRAMES.map,
+        STEP_NS,
     )
 
 
@@ -108,7 +111,7 @@ def test_a_bundle_keyed_by_topic_gives_the_same_observation():
         bundle.CAMERA_INFO_TOPIC: messages.camera_info,
         bundle.CAMERA_POSE_TOPIC: messages.camera_pose,
     }
-    got, expected = observation_from_topics(items, FRAMES.map), from_bundle(messages)
+    got, expected = observation_from_topics(items, FRAMES.map, STEP_NS), from_bundle(messages)
     assert (got.pose, got.step, got.segment_labels) == (expected.pose, expected.step, expected.segment_labels)
     assert np.array_equal(got.rgb, expected.rgb) and np.array_equal(got.depth, expected.depth, equal_nan=True)
 
@@ -118,7 +121,7 @@ def test_a_camera_bundle_message_gives_the_same_observation_as_rclpy_or_as_bundl
     expected = from_bundle(messages)
     combined = camera_bundle_msg(camera_messages(messages))
     for message in (combined, bundle_cdr.decode(serialize_message(combined))):
-        stamp, got = observation_from_camera_bundle(message, FRAMES.map)
+        stamp, got = observation_from_camera_bundle(message, FRAMES.map, STEP_NS)
         assert stamp == 4_100_000_000
         assert (got.pose, got.step, got.segment_labels, got.intrinsics) == (
             expected.pose,
@@ -131,7 +134,7 @@ def test_a_camera_bundle_message_gives_the_same_observation_as_rclpy_or_as_bundl
         assert got.rgb.flags.writeable and got.depth.flags.writeable  # copies, not views of the received bytes
     combined.depth.header = header_msg(4_100_000_001, FRAMES.optical)  # the images shared one header object
     with pytest.raises(MapMessageError, match=f"{bundle.DEPTH_TOPIC} 4100000001"):
-        observation_from_camera_bundle(combined, FRAMES.map)
+        observation_from_camera_bundle(combined, FRAMES.map, STEP_NS)
 
 
 def test_any_level_camera_pose_is_recovered_to_float_precision():
@@ -219,9 +222,21 @@ def test_an_instance_at_wire_precision_holds_exactly_what_its_message_gives_back
     (got,), _ = instance_map_from_msg(message)
     wire = at_wire_precision(sent)
     assert np.array_equal(got.feature, wire.feature) and np.array_equal(got.colour, wire.colour)
+    assert np.array_equal(got.points, wire.points) and len(message.instances[0].points) == 3 * len(sent.points)
     assert list(got.labels.items()) == list(wire.labels.items())
     assert not np.array_equal(wire.feature, sent.feature), "float64 values change at float32 precision"
     assert wire.label == sent.label and wire.position == sent.position
+
+
+def test_instance_points_travel_in_rep103_and_non_finite_or_partial_ones_are_refused():
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    sent = MAP.instances[0].points
+    wire = np.asarray(message.instances[0].points).reshape(-1, 3)
+    assert np.allclose(wire, np.array([thor_to_ros_point(p) for p in sent]), atol=1e-6)
+    for bad, why in (([1.0, 2.0], "triples"), ([1.0, float("nan"), 3.0], "non-finite")):
+        message.instances[0].points = bad
+        with pytest.raises(MapMessageError, match=why):
+            instance_map_from_msg(message)
 
 
 def test_maps_the_query_cannot_use_are_refused():

@@ -16,6 +16,7 @@ from ovman_core.grid import from_occupancy_fields
 from ovman_core.world_state import AgentPose
 from ovman_sim.recording import read_visit, read_visit_raw
 from ovman_sim.session import Mode, SessionError, SimSession
+from ovman_sim.world import Condition
 
 SCENE = "embedded-3"
 BASE = load_config()
@@ -42,6 +43,19 @@ def test_a_loaded_scene_gives_its_first_frame_and_the_reachable_grid(session):
     assert fields is not None and fields.frame_id == CONFIG.frames.map
     grid = from_occupancy_fields(fields)
     assert np.allclose(sorted(grid.free_positions()), sorted(session.world.reachable_positions()))
+
+
+def test_a_live_visit_renders_under_the_condition_and_seed_it_is_loaded_with(session):
+    # The evaluated world of an episode is rendered as in its recording: the sensor model's noise
+    # is seeded by the condition's seed, so the seed must travel with the load (LoadVisit).
+    depth = {}
+    for seed in (1, 2, 1):
+        frame = session.load_scene(SCENE, condition=(Condition.BASELINE, seed))
+        depth.setdefault(seed, []).append(frame.observation.depth)
+    assert np.array_equal(depth[1][0], depth[1][1], equal_nan=True)
+    assert not np.array_equal(depth[1][0], depth[2][0], equal_nan=True)
+    dark = session.load_scene(SCENE, condition=(Condition.LOW_LIGHT, 1)).observation
+    assert dark.rgb.mean() < session.load_scene(SCENE).observation.rgb.mean()
 
 
 def test_actions_advance_the_stamp_by_one_step_dt_and_unknown_ones_are_refused(session):

@@ -454,9 +454,11 @@ class GenerationParams:
 
 @dataclasses.dataclass(frozen=True)
 class DiagnosticsParams:
-    """Map and memory diagnostics (TASK.md §8, ``ovman_eval.diagnostics``). Metres."""
+    """Map and memory diagnostics (TASK.md §8, ``ovman_eval.diagnostics``) and the true category
+    of map instances (``ovman_eval.truth_shares``). Metres."""
 
     match_gate: float
+    truth_margin: float
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,10 @@ CAMERA_LINK_TO_OPTICAL = (-0.5, 0.5, -0.5, 0.5)
 
 Quaternion = tuple[float, float, float, float]
 
+ANGLE_DECIMALS = 9
+"""Camera yaw and pitch (degrees) recovered from a quaternion are rounded to this many decimals:
+the float noise of the round trip goes, so a recorded 90.0 comes back as exactly 90.0."""
+
 
 def thor_to_ros_point(p: Vec3) -> Vec3:
     """AI2-THOR world point (x, y up, z) → REP 103 point (x forward, y left, z up)."""
@@ -111,3 +115,19 @@ def optical_axes_thor(yaw_deg: float, horizon_deg: float) -> np.ndarray:
 def _wrap_pi(angle: float) -> float:
     wrapped = math.remainder(angle, 2.0 * math.pi)
     return math.pi if wrapped == -math.pi else wrapped
+
+
+@functools.lru_cache(maxsize=ROTATION_CACHE_SIZE)
+def camera_angles(quaternion: tuple[float, float, float, float]) -> tuple[float, float, float]:
+    """``(yaw_deg, horizon_deg, roll_rad)`` of the camera whose optical frame has orientation
+    ``quaternion`` (x, y, z, w) in ``map`` (cached: an agent's orientations take few values)."""
+    link = Rotation.from_quat(quaternion) * Rotation.from_quat(CAMERA_LINK_TO_OPTICAL).inv()
+    # Columns of R = Rz(yaw)·Ry(pitch): forward, left = (−sin yaw, cos yaw, 0), up. A level camera
+    # keeps its left axis horizontal; yaw comes from that axis, so it is defined at any pitch.
+    r = link.as_matrix()
+    roll = math.asin(max(-1.0, min(1.0, float(r[2, 1]))))
+    yaw = math.atan2(-float(r[0, 1]), float(r[1, 1]))
+    pitch = math.atan2(-float(r[2, 0]), float(r[2, 2]))
+    yaw_deg = round(ros_yaw_to_thor(float(yaw)), ANGLE_DECIMALS) % 360.0
+    horizon_deg = round(math.degrees(float(pitch)), ANGLE_DECIMALS) + 0.0
+    return yaw_deg, horizon_deg, roll

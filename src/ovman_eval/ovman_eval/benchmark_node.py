@@ -135,6 +135,7 @@ from ovman_mapping.map_messages import (
     observation_from_camera_bundle,
     observation_from_topics,
 )
+from ovman_mapping.segmenter import Segmenter
 from ovman_nav.commander import OvmanCommander
 from ovman_nav.executor import NavError, NavTarget
 from ovman_nav.nav_node import occupancy_fields
@@ -246,13 +247,15 @@ def region_corners(footprint: Footprint) -> tuple[Point, Point]:
 
 @dataclasses.dataclass(frozen=True)
 class StaticWork:
-    """One (episode, arm, seed) after the static gate: its prediction and static result."""
+    """One (episode, arm, seed) after the static gate: its prediction and static result, and the
+    maps the arm read (:meth:`ovman_eval.runner.GroupEvaluator.arm_maps`)."""
 
     record: EpisodeRecord
     arm: Arm
     seed: int
     prediction: Prediction
     result: StaticResult
+    maps: GroupMaps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,6 +291,8 @@ class BenchmarkNode(GraphNode):
         self.config, self.run_inputs = self._declare_parameters(config if config is not None else load_config())
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         self.waits = self.config.benchmark_node.node
+        self._step_ns = round(self.config.mapping_node.node.step_dt * 1e9)
+        """The step length the tracker's camera frames are counted in (as mapping_node counts them)."""
         if self.waits.groups_ahead < 1:
             raise ConfigError(f"benchmark_node.node.groups_ahead must be at least 1, got {self.waits.groups_ahead}")
         if not self.waits.handshake_retry_s > 0.0:
@@ -401,13 +406,14 @@ class BenchmarkNode(GraphNode):
             item, stamp = message, stamp_of(message.header)
         complete = self._camera_sync.add(topic, stamp, item)
         if complete is not None:
-            observation = observation_from_topics(complete.items, self.config.frames.map)
+            observation = observation_from_topics(complete.items, self.config.frames.map, self._step_ns)
             self._add_camera_observation(complete.stamp_ns, observation)
 
     def _on_camera_bundle(self, data: bytes) -> None:
         if self._camera_sync is None:
             return
-        self._add_camera_observation(*observation_from_camera_bundle(bundle_cdr.decode(data), self.config.frames.map))
+        message = bundle_cdr.decode(data)
+        self._add_camera_observation(*observation_from_camera_bundle(message, self.config.frames.map, self._step_ns))
 
     def _add_camera_observation(self, stamp_ns: int, observation: Observation) -> None:
         self._camera_observations.append((stamp_ns, observation))
@@ -565,9 +571,11 @@ class BenchmarkNode(GraphNode):
             record, arm = evaluator.records[episode_id], Arm(arm_name)
             prediction = (yield from self._query_steps(arm, record)) if arm in QUERY_ARMS else None
             clock = time.perf_counter()
+            read = evaluator.arm_maps(arm, records, maps, dict.fromkeys(TIMING_KEYS, 0.0))
             if prediction is None:
-                prediction = evaluator.predict(arm, record, maps, seed)
-            static.append(StaticWork(record, arm, seed, prediction, evaluator.static_result(record, maps, prediction)))
+                prediction = evaluator.predict(arm, record, read, seed)
+            result = evaluator.static_result(record, read, prediction)
+            static.append(StaticWork(record, arm, seed, prediction, result, read))
             static_s += time.perf_counter() - clock
         return PreparedGroup(maps, tuple(static), static_s)
 
@@ -580,7 +588,8 @@ class BenchmarkNode(GraphNode):
         yield Wait.within(
             lambda: self.change_sets > changes, "query_node's change set of the new maps", self.waits.message_timeout_s
         )
-        return graph_group_maps(unit.group_id, map1, map2, truth.truth())
+        margin = self.config.benchmark_node.diagnostics.truth_margin
+        return graph_group_maps(unit.group_id, map1, map2, truth.truth(), margin)
 
     def _visit_steps(self, visit: int, truth: PlayedTruth) -> StepsT[tuple[InstanceMap, dict[str, int]]]:
         """mapping_node maps the recording of ``visit`` as the player plays it; the received map.
@@ -686,6 +695,8 @@ class BenchmarkNode(GraphNode):
             start_horizon_deg=float(pose.horizon_deg),
             mover_instance_id=mover or "",
             mover_seed=int(record.seeds.navigation_mover or 0) if mover else 0,
+            condition=record.scene.condition,
+            condition_seed=int(record.scene.condition_seed),
         )
         received = self.grid_count
         self.truth_frames.clear()  # frames of earlier loads are not needed
@@ -702,10 +713,16 @@ class BenchmarkNode(GraphNode):
         return [(float(x), float(z)) for x, z in reachable], objects_now, frame
 
     def navigate(
-        self, record: EpisodeRecord, plan: NavigationPlan, config: OvmanConfig, first: TruthMessage
+        self,
+        record: EpisodeRecord,
+        plan: NavigationPlan,
+        config: OvmanConfig,
+        first: TruthMessage,
+        segmenter: Callable[[str], Segmenter],
     ) -> NavigationOutcome:
         """Run one Navigate goal to its end, following a moving target; what the graph reported.
-        ``first``: the frame at the start (the trajectory starts there)."""
+        ``first``: the frame at the start (the trajectory starts there); ``segmenter``: the
+        segmenter of a ``mapping_node.segmenter.kind`` (a map arm following by sight)."""
         camera_switched = plan.follow is Follow.SIGHTINGS and not self.sim_act_camera
         if camera_switched:
             self.set_sim_act_camera(True)
@@ -713,7 +730,7 @@ class BenchmarkNode(GraphNode):
         target, follow = plan.target, None
         try:
             if plan.follow is Follow.SIGHTINGS:
-                target, follow, first = self.start_following_by_sight(plan, config)
+                target, follow, first = self.start_following_by_sight(plan, config, segmenter(plan.segmenter))
             self.truth_frames = [f for f in self.truth_frames if f.stamp_ns >= first.stamp_ns]
             if plan.follow is Follow.TRUTH:
                 follow = self._truth_follower(plan.instance, target)
@@ -792,13 +809,18 @@ class BenchmarkNode(GraphNode):
         return follow_truth
 
     def start_following_by_sight(
-        self, plan: NavigationPlan, config: OvmanConfig
+        self, plan: NavigationPlan, config: OvmanConfig, segmenter: Segmenter
     ) -> tuple[NavTarget, Callable[[], None], TruthMessage]:
-        """Start following ``plan.label`` by sight (the camera is on): the tracker sees the start view
+        """Start following ``plan.label`` by sight (the camera is on; ``segmenter``: the one the
+        arm's maps were built with, :meth:`ovman_eval.runner.GroupEvaluator.segmenter`): the tracker sees the start view
         first, through a Stop, as the in-process run's tracker does before the first action. Returns
         the target carried to that estimate, what to do after each camera bundle, and the Stop's frame."""
         tracker = LabelTracker(
-            plan.label, plan.target.point, config.benchmark_node.benchmark.track_gate, config.mapping_node
+            plan.label,
+            plan.target.point,
+            config.benchmark_node.benchmark.track_gate,
+            config.mapping_node,
+            segmenter,
         )
         self._camera_sync = StampSynchronizer(CAMERA_MESSAGES, CAMERA_SYNC_PENDING)
         self._camera_observations = []
@@ -882,11 +904,11 @@ class BenchmarkNode(GraphNode):
                 reachable[record.episode_id] = cells
                 outcome = None
                 if prediction.point is not None:
-                    plan = evaluator.navigation_plan(arm, record, maps, prediction, objects_now)
-                    outcome = self.navigate(record, plan, config, first)
+                    plan = evaluator.navigation_plan(arm, record, work.maps, prediction, objects_now)
+                    outcome = self.navigate(record, plan, config, first, evaluator.segmenter)
                 embodied = score_embodied(config, record, cells, outcome, objects_now)
                 timings["embodied_s"] += time.perf_counter() - clock
-            result = evaluator.result_record(record, arm, work.seed, work.result, embodied, maps)
+            result = evaluator.result_record(record, arm, work.seed, work.result, embodied, work.maps)
             out.append(without_diagnostics(result))
         sketch = None
         if unit.need_sketch:

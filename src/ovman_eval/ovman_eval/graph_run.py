@@ -63,6 +63,7 @@ from ovman_eval.runner import (
     dataset_hash,
     score_navigation,
 )
+from ovman_eval.truth_shares import true_shares
 from ovman_mapping.instances import InstanceMap
 from ovman_query.arms import Arm
 from ovman_sim.bundle import GROUND_TRUTH_TOPIC, BundleFormatError, GroundTruthParser
@@ -70,11 +71,14 @@ from ovman_sim.recording import RecordingError
 
 WIRING = "ros_graph"
 """Added to the run identity of graph runs."""
-QUERY_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.ORACLE_GROUNDING, Arm.CATEGORY_ONLY})
+QUERY_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.CATEGORY_ONLY})
 """Arms benchmark_node asks query_node for (``/ovman/query``). The others run in benchmark_node
-from the received maps and the episode record: oracle_positions and given_answer are given ground
-truth, and single_visit is seeded per episode and scored with its exact success probability,
-which needs the answer point; query_node never receives either."""
+from the received maps and the episode record: oracle_grounding (given the true category of every
+received instance, from its points), oracle_positions and given_answer are given ground truth,
+sim_perception reads maps built in benchmark_node from the simulator's segments of the
+recordings (the graph's mapping_node runs the agent's segmenter), and single_visit is seeded per
+episode and scored with its exact success probability, which needs the answer point; query_node
+never receives either."""
 NO_DIAGNOSTICS = {"visit1": {}, "visit2": {}, "memory": {}}
 
 
@@ -117,8 +121,11 @@ class PlayedTruth:
         return self._collector.truth()
 
 
-def graph_group_maps(group_id: str, map1: InstanceMap, map2: InstanceMap, truth: GroupTruth) -> GroupMaps:
-    """The group's maps as received from mapping_node, with the recordings' ground truth."""
+def graph_group_maps(
+    group_id: str, map1: InstanceMap, map2: InstanceMap, truth: GroupTruth, truth_margin: float
+) -> GroupMaps:
+    """The group's maps as received from mapping_node, with the recordings' ground truth and the
+    true categories of their instances (``truth_margin``: ``benchmark_node.diagnostics.truth_margin``)."""
     if map1.encoder != map2.encoder:
         raise BenchmarkError(
             f"group {group_id}: the visit maps were built with encoders {map1.encoder!r} and {map2.encoder!r}"
@@ -132,6 +139,7 @@ def graph_group_maps(group_id: str, map1: InstanceMap, map2: InstanceMap, truth:
         truth=truth,
         diagnostics=dict(NO_DIAGNOSTICS),
         phrases={},
+        shares={1: true_shares(map1, truth.boxes[1], truth_margin), 2: true_shares(map2, truth.boxes[2], truth_margin)},
     )
 
 

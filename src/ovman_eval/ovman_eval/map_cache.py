@@ -48,15 +48,25 @@ from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.diagnostics import appearance_pairs, diagnose_map, diagnose_visits
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.fingerprint import source_fingerprint
+from ovman_eval.truth_shares import true_shares
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
 from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
 from ovman_mapping.segmenter import segmenter_identity
+from ovman_query.arms import TrueShares
 from ovman_query.association import Association
-from ovman_sim.recording import RecordedFrame, RecordingError, read_visit
+from ovman_sim.recording import SEGMENT_TOPICS, RecordedFrame, RecordingError, has_segments, read_visit
 from ovman_sim.world import Observation
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 """Bumped when :class:`GroupMaps` changes shape."""
+SIMULATOR = "simulator"
+"""``mapping_node.segmenter.kind`` of the simulator's segments (every other kind reads pixels only)."""
+UNAVAILABLE = "unavailable"
+"""The key of ``GroupMaps.diagnostics`` (and of a result's diagnostics) when they cannot be computed."""
+NO_SEGMENTS = {
+    UNAVAILABLE: "the recordings carry no simulator segments (/camera/instances/*): the map and memory "
+    "diagnostics need the instances each frame saw"
+}
 
 _KEY_SOURCES = (
     ("ovman_mapping", None),
@@ -64,10 +74,12 @@ _KEY_SOURCES = (
     ("ovman_sim", "bundle.py"),
     ("ovman_eval", "map_cache.py"),
     ("ovman_eval", "diagnostics.py"),
+    ("ovman_eval", "truth_shares.py"),
     ("ovman_query", "association.py"),
 )
 """Source files whose content keys the cache: the mapper, the recording reader, this module, the
-diagnostics and the association they are computed with (None: every .py of the package)."""
+diagnostics, the true categories and the association they are computed with (None: every .py of
+the package)."""
 
 
 class MapCacheError(RuntimeError):
@@ -133,7 +145,9 @@ class GroupTruth:
 
     ``visit2_end`` is the evaluated world; ``carried`` the mover's instance at every visit-2 frame
     (empty without a mover); ``discoverable1``/``discoverable2`` the instances seen in at least one
-    frame of each tour (the diagnostics' G_base).
+    frame of each tour (the diagnostics' G_base); ``boxes``: per visit, every distinct object box
+    (id and box) its frames show, in order of first appearance (the true categories of map
+    instances, :mod:`ovman_eval.truth_shares`).
     """
 
     visit1: WorldState
@@ -142,6 +156,7 @@ class GroupTruth:
     carried: tuple[ObjectState, ...]
     discoverable1: frozenset[str]
     discoverable2: frozenset[str]
+    boxes: dict[int, tuple[ObjectState, ...]]
 
 
 class TruthCollector:
@@ -154,12 +169,16 @@ class TruthCollector:
         self.last: dict[int, WorldState] = {}
         self.seen: dict[int, set[str]] = {1: set(), 2: set()}
         self.carried: list[ObjectState] = []
+        self.boxes: dict[int, dict[tuple[str, tuple[float, ...], tuple[float, ...]], ObjectState]] = {1: {}, 2: {}}
 
     def add(self, visit: int, objects: WorldState, seen: Iterable[str]) -> None:
         """One frame: every object's state and the instances its camera saw."""
         self.first.setdefault(visit, objects)
         self.last[visit] = objects
         self.seen[visit].update(seen)
+        boxes = self.boxes[visit]
+        for obj in objects:
+            boxes.setdefault((obj.instance_id, obj.box.lo, obj.box.hi), obj)
         if visit == 2 and self.moving_id is not None and self.moving_id in objects:
             self.carried.append(objects[self.moving_id])
 
@@ -176,6 +195,7 @@ class TruthCollector:
             carried=tuple(self.carried),
             discoverable1=frozenset(i for i in self.seen[1] if i in self.first[1]),
             discoverable2=frozenset(i for i in self.seen[2] if i in self.last[2]),
+            boxes={visit: tuple(boxes.values()) for visit, boxes in self.boxes.items()},
         )
 
 
@@ -195,6 +215,9 @@ class GroupMaps:
     phrases: dict[str, np.ndarray]
     association: Association | None = None
     """The agent's association of ``map1`` and ``map2`` (None when not computed)."""
+    shares: dict[int, TrueShares] = dataclasses.field(default_factory=dict)
+    """Per visit, the true category shares of the map's instances (:mod:`ovman_eval.truth_shares`;
+    ground truth, read by the oracle_grounding arm only)."""
 
 
 def lean_map(instance_map: InstanceMap) -> InstanceMap:
@@ -251,6 +274,7 @@ class CacheKeys:
             "segmenter": segmenter_identity(config.mapping_node.segmenter),
             "association": document["query_node"]["ros__parameters"]["association"],
             "gate": config.benchmark_node.diagnostics.match_gate,
+            "truth_margin": config.benchmark_node.diagnostics.truth_margin,
             "moved_threshold": config.task.min_displacement,
             "code": code_fingerprint(),
         }
@@ -335,55 +359,96 @@ def build_group_maps(
     """Read both recordings of ``record``'s group once: build the maps, the ground truth, the
     diagnostics and the phrase embeddings. Raises RecordingError for a bad recording.
 
-    ``sensor``: what the mapper sees of each recorded frame (a re-rendering under a stress
-    condition, :class:`ovman_eval.condition_frames.ConditionSensor`), called in recording order;
-    None: the recorded observation. The ground truth and the discoverable instances are always
-    the recording's."""
+    What the mapper reads of a frame (:func:`mapper_input`): with a label-blind segmenter
+    (``learned``), only what a robot's camera gives (:attr:`ovman_sim.recording.RecordedFrame.camera`:
+    colour, depth, camera_info, the pose topic and the stamp, as mapping_node reads them); with the
+    simulator segmenter, that and the simulator's segments. ``sensor``: the frame re-rendered under
+    a stress condition (:class:`ovman_eval.condition_frames.ConditionSensor`), called in recording
+    order; its colour and depth replace the recorded ones. The ground truth is
+    always the recording's; the map diagnostics need the instances each frame saw, so recordings
+    without the simulator's segments (:data:`ovman_sim.recording.SEGMENT_TOPICS`) get
+    :data:`UNAVAILABLE` diagnostics instead."""
     from ovman_mapping.fusion import MapBuilder
     from ovman_query.association import associate
 
+    recordings = [(1, dataset_dir / record.recordings.visit1), (2, dataset_dir / record.recordings.visit2)]
+    segmented = all(has_segments(path) for _, path in recordings)
+    blind = config.mapping_node.segmenter.kind != SIMULATOR
+    if not (segmented or blind):
+        raise RecordingError(
+            f"{recordings[0][1]} (or visit 2): no simulator segments ({', '.join(SEGMENT_TOPICS)}), which the "
+            "simulator segmenter needs (mapping_node.segmenter.kind simulator; the sim_perception arm)"
+        )
     collector = TruthCollector(record.moving_id)
     maps: dict[int, InstanceMap] = {}
-    for visit, relative in ((1, record.recordings.visit1), (2, record.recordings.visit2)):
+    for visit, path in recordings:
         builder = MapBuilder(config.mapping_node, encoder, visit)
-        for frame in read_visit(dataset_dir / relative):
-            builder.add(frame.observation if sensor is None else sensor(frame))
+        for frame in read_visit(path):
+            builder.add(mapper_input(frame, blind, sensor))
             collector.add(visit, frame.objects, frame.observation.segment_instances.values())
-        collector.check(visit, dataset_dir / relative, record.episode_id)
+        collector.check(visit, path, record.episode_id)
         maps[visit] = builder.build()
     truth = collector.truth()
-    gate = config.benchmark_node.diagnostics.match_gate
-    first = diagnose_map(maps[1], truth.visit1, truth.discoverable1, gate)
-    second = diagnose_map(maps[2], truth.visit2_end, truth.discoverable2, gate)
-    association = associate(maps[1], maps[2], config.query_node.association)
-    memory = diagnose_visits(association, first, second, truth.visit1, truth.visit2_end, config.task.min_displacement)
-    colour_cue = appearance_pairs(maps[1], maps[2], first.match, second.match, truth.visit1, truth.visit2_end)
-    diagnostics = {
-        "visit1": first.summary(),
-        "visit2": second.summary(),
-        "memory": {
-            "sir": memory.identity.score,
-            "identity_ratio": memory.identity.ratio,
-            "carried": memory.identity.carried,
-            "resolved": memory.identity.resolved,
-            "changes": {
-                kind.value: {"predicted": s.predicted, "correct": s.correct, "relevant": s.relevant}
-                for kind, s in memory.changes.items()
-            },
-            "appearance": {"same": list(colour_cue.same), "different": list(colour_cue.different)},
-        },
-    }
+    # The arms read the lean maps (at the wire's precision, as query_node receives them): the
+    # association is theirs, so that the cached one is the one the graph computes.
+    lean1, lean2 = lean_map(maps[1]), lean_map(maps[2])
+    association = associate(lean1, lean2, config.query_node.association)
     vectors = {p: encoder.embed_text([p])[0] for p in sorted(set(phrases))}
+    margin = config.benchmark_node.diagnostics.truth_margin
     return GroupMaps(
         format_version=CACHE_FORMAT,
         group_id=record.group_id,
         encoder=encoder.description,
-        map1=lean_map(maps[1]),
-        map2=lean_map(maps[2]),
+        map1=lean1,
+        map2=lean2,
         truth=truth,
-        diagnostics=_plain_numbers(diagnostics),
+        diagnostics=_diagnostics(maps, truth, association, config) if segmented else dict(NO_SEGMENTS),
         phrases=vectors,
         association=association,
+        shares={visit: true_shares(maps[visit], truth.boxes[visit], margin) for visit in (1, 2)},
+    )
+
+
+def mapper_input(
+    frame: RecordedFrame, blind: bool, sensor: Callable[[RecordedFrame], Observation] | None = None
+) -> Observation:
+    """What the mapper reads of a recorded ``frame``, exactly as mapping_node reads the recording's
+    topics: its camera view (:attr:`ovman_sim.recording.RecordedFrame.camera`), with the simulator's
+    segments and labels unless ``blind`` (never the ground-truth ids); colour, depth (and segments)
+    re-rendered by ``sensor`` when given (see :func:`build_group_maps`)."""
+    assert frame.camera is not None, "a frame read from a recording has its camera view"
+    seen = frame.observation if sensor is None else sensor(frame)
+    view = dataclasses.replace(frame.camera, rgb=seen.rgb, depth=seen.depth)
+    if blind:
+        return view
+    return dataclasses.replace(view, segments=seen.segments, segment_labels=seen.segment_labels)
+
+
+def _diagnostics(
+    maps: dict[int, InstanceMap], truth: GroupTruth, association: Association, config: OvmanConfig
+) -> dict[str, Any]:
+    """The map and memory diagnostics of a group's maps (:mod:`ovman_eval.diagnostics`), JSON-able."""
+    gate = config.benchmark_node.diagnostics.match_gate
+    first = diagnose_map(maps[1], truth.visit1, truth.discoverable1, gate)
+    second = diagnose_map(maps[2], truth.visit2_end, truth.discoverable2, gate)
+    memory = diagnose_visits(association, first, second, truth.visit1, truth.visit2_end, config.task.min_displacement)
+    colour_cue = appearance_pairs(maps[1], maps[2], first.match, second.match, truth.visit1, truth.visit2_end)
+    return _plain_numbers(
+        {
+            "visit1": first.summary(),
+            "visit2": second.summary(),
+            "memory": {
+                "sir": memory.identity.score,
+                "identity_ratio": memory.identity.ratio,
+                "carried": memory.identity.carried,
+                "resolved": memory.identity.resolved,
+                "changes": {
+                    kind.value: {"predicted": s.predicted, "correct": s.correct, "relevant": s.relevant}
+                    for kind, s in memory.changes.items()
+                },
+                "appearance": {"same": list(colour_cue.same), "different": list(colour_cue.different)},
+            },
+        }
     )
 
 

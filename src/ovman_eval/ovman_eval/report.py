@@ -75,6 +75,7 @@ DPI = 110
 ARM_COLOURS = {
     "two_visit": "#1f77b4",
     "two_visit_text": "#17becf",
+    "sim_perception": "#bcbd22",
     "single_visit": "#ff7f0e",
     "oracle_grounding": "#2ca02c",
     "oracle_positions": "#9467bd",
@@ -84,6 +85,7 @@ ARM_COLOURS = {
 ARM_MARKERS = {
     "two_visit": "o",
     "two_visit_text": "P",
+    "sim_perception": "X",
     "single_visit": "s",
     "oracle_grounding": "D",
     "oracle_positions": "^",
@@ -145,7 +147,7 @@ def figure_error_budget(records: Sequence[ResultRecord], path: Path) -> Path | N
                 fontsize=8,
             )
     for name, (lower, upper, gap) in budget.gaps.items():
-        if lower == upper:
+        if lower == upper or upper not in rungs:  # navigation, and perception (beside the rungs)
             continue
         i, j = rungs.index(lower), rungs.index(upper)
         y = max(budget.static[lower], budget.static[upper]) + 0.08

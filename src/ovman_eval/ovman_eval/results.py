@@ -59,14 +59,16 @@ Point = tuple[float, float]
 ARM_ORDER: tuple[str, ...] = (
     "two_visit",
     "two_visit_text",
+    "sim_perception",
     "single_visit",
     "oracle_grounding",
     "oracle_positions",
     "given_answer",
     "category_only",
 )
-"""Arms (ovman_query.arms.Arm values) in the order of tables and results files: the agent, the
-single-visit arm, the rungs of the error budget, then the category-only baseline."""
+"""Arms (ovman_query.arms.Arm values) in the order of tables and results files: the agent, its
+sim_perception diagnostic, the single-visit arm, the rungs of the error budget, then the
+category-only baseline."""
 
 
 BASELINE = "baseline"

@@ -87,7 +87,15 @@ from ovman_eval.dataset import (
 )
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.failures import EpisodeOutcome, Gate, PartitionRadii, classify_failure, other_instance_footprints
-from ovman_eval.map_cache import CacheKeys, GroupMaps, MapCache, PhraseByPhraseEncoder, build_group_maps
+from ovman_eval.map_cache import (
+    SIMULATOR,
+    UNAVAILABLE,
+    CacheKeys,
+    GroupMaps,
+    MapCache,
+    PhraseByPhraseEncoder,
+    build_group_maps,
+)
 from ovman_eval.results import (
     ARM_ORDER,
     BASELINE,
@@ -116,6 +124,7 @@ from ovman_eval.results import (
 )
 from ovman_eval.tracking import LabelTracker
 from ovman_mapping.instances import InstanceMap
+from ovman_mapping.segmenter import Segmenter, make_segmenter, with_segmenter
 from ovman_nav.astar import shortest_success_path_length
 from ovman_nav.executor import NavError, NavSettings, NavTarget, navigate
 from ovman_query import arms as arm_functions
@@ -126,7 +135,7 @@ from ovman_query.decisions import Prediction
 from ovman_sim.session import make_world
 from ovman_sim.world import Action, ActionResult, Condition, World
 
-MAP_ARMS = {Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.ORACLE_GROUNDING}
+MAP_ARMS = {Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.SIM_PERCEPTION, Arm.ORACLE_GROUNDING}
 """Arms that read both maps and the agent's association (their diagnostics include memory)."""
 VISIT2_ARMS = {Arm.SINGLE_VISIT, Arm.CATEGORY_ONLY}
 """Arms that read only the visit-2 map."""
@@ -373,21 +382,30 @@ class NavigationPlan:
     follow: Follow = Follow.NONE
     instance: str = ""
     label: str = ""
+    segmenter: str = ""
+    """SIGHTINGS: the ``mapping_node.segmenter.kind`` that segments the live frames (the one the
+    arm's maps were built with)."""
+
+
+def segmented_by(config: OvmanConfig, kind: str) -> OvmanConfig:
+    """``config`` with ``mapping_node.segmenter.kind`` set to ``kind``."""
+    return dataclasses.replace(config, mapping_node=with_segmenter(config.mapping_node, kind))
 
 
 class _MapsAgent(ReferenceAgent):
     """The reference agent, answering the association of a group's maps from its cache entry
     (it depends only on the maps and the configuration; several arms need it)."""
 
-    _known: GroupMaps | None = None
+    _known: tuple[GroupMaps, ...] = ()
 
-    def remember(self, entry: GroupMaps) -> None:
-        self._known = entry
+    def remember(self, *entries: GroupMaps) -> None:
+        """The entries of the group at work (its agent's maps, and those sim_perception reads)."""
+        self._known = entries
 
     def associate(self, map1: InstanceMap, map2: InstanceMap) -> Association:
-        known = self._known
-        if known is not None and known.association is not None and map1 is known.map1 and map2 is known.map2:
-            return known.association
+        for known in self._known:
+            if known.association is not None and map1 is known.map1 and map2 is known.map2:
+                return known.association
         return super().associate(map1, map2)
 
 
@@ -414,7 +432,9 @@ class GroupEvaluator:
         self.world_factory = world_factory
         self.encoder = PhraseByPhraseEncoder(self.config)
         self.agent = _MapsAgent(self.config, encoder=self.encoder)
-        self._keys: CacheKeys | None = None
+        self._keys: dict[str, CacheKeys] = {}
+        self._segmenters: dict[str, Segmenter] = {}
+        self._simulator_maps: tuple[tuple[str, str | None], GroupMaps] | None = None
         self.nav = NavSettings.from_config(self.config)
         self.radii = PartitionRadii.from_task(self.config.task)
         self._world: World | None = None
@@ -452,14 +472,32 @@ class GroupEvaluator:
 
     # ------------------------------------------------------------------ maps
 
+    @property
+    def agent_segmenter(self) -> str:
+        """The ``mapping_node.segmenter.kind`` of the agent's maps (every arm but sim_perception)."""
+        return self.config.mapping_node.segmenter.kind
+
+    def segmenter(self, kind: str) -> Segmenter:
+        """The ``kind`` segmenter (made once) that a map arm's tracker segments live frames with."""
+        if kind not in self._segmenters:
+            self._segmenters[kind] = make_segmenter(with_segmenter(self.config.mapping_node, kind).segmenter)
+        return self._segmenters[kind]
+
     def group_maps(
-        self, records: Sequence[EpisodeRecord], timings: dict[str, float], condition: StressCondition | None = None
+        self,
+        records: Sequence[EpisodeRecord],
+        timings: dict[str, float],
+        condition: StressCondition | None = None,
+        segmenter: str | None = None,
     ) -> GroupMaps:
         """The group's maps from the cache, or built from the recordings (re-rendered under
-        ``condition`` when given) and cached."""
+        ``condition`` when given) and cached; ``segmenter``: the ``mapping_node.segmenter.kind``
+        they are built with (None: the agent's)."""
         clock = time.perf_counter()
-        if self._keys is None:
-            self._keys = CacheKeys(self.config, self.encoder.description, self.dataset_digest)
+        kind = self.agent_segmenter if segmenter is None else segmenter
+        config = self.config if kind == self.agent_segmenter else segmented_by(self.config, kind)
+        if kind not in self._keys:
+            self._keys[kind] = CacheKeys(config, self.encoder.description, self.dataset_digest)
         first = records[0]
         rendering = None
         if condition is not None:
@@ -469,7 +507,7 @@ class GroupEvaluator:
                 "sim": dataclasses.asdict(self.render_sim),
                 "code": render_fingerprint(),
             }
-        key = self._keys.of(self.dataset, first, rendering)
+        key = self._keys[kind].of(self.dataset, first, rendering)
         entry = self.cache.get(key)
         if entry is not None:
             self.encoder.known.update(entry.phrases)
@@ -480,11 +518,33 @@ class GroupEvaluator:
                 where = f"{self.dataset / first.recordings.visit1} (and visit 2) under {condition.name}"
                 sensor = ConditionSensor(self.render_world, first.scene.name, condition, where)
             phrases = [r.query.noun_phrase for r in records]
-            entry = build_group_maps(self.dataset, first, phrases, self.config, self.encoder, sensor)
+            entry = build_group_maps(self.dataset, first, phrases, config, self.encoder, sensor)
             self.cache.put(key, entry)
             timings["maps_build_s"] += time.perf_counter() - clock
-        self.agent.remember(entry)
         return entry
+
+    def arm_maps(
+        self,
+        arm: Arm,
+        records: Sequence[EpisodeRecord],
+        agent_maps: GroupMaps,
+        timings: dict[str, float],
+        condition: StressCondition | None = None,
+    ) -> GroupMaps:
+        """The maps ``arm`` reads: those built from the simulator's segments for sim_perception
+        (made once per group and condition), ``agent_maps`` for every other arm."""
+        if arm is not Arm.SIM_PERCEPTION or self.agent_segmenter == SIMULATOR:
+            return agent_maps
+        key = (records[0].group_id, None if condition is None else condition.name)
+        if self._simulator_maps is None or self._simulator_maps[0] != key:
+            self._simulator_maps = (key, self.group_maps(records, timings, condition, SIMULATOR))
+        entry = self._simulator_maps[1]
+        self.agent.remember(agent_maps, entry)
+        return entry
+
+    def arm_segmenter(self, arm: Arm) -> str:
+        """The ``mapping_node.segmenter.kind`` of the maps ``arm`` reads."""
+        return SIMULATOR if arm is Arm.SIM_PERCEPTION else self.agent_segmenter
 
     def stress_condition(self, record: EpisodeRecord, condition: str | None) -> StressCondition | None:
         """The stress condition of ``record``'s group (its seed from the episode's seed), or None."""
@@ -497,21 +557,23 @@ class GroupEvaluator:
         records = [self.records[e] for e in unit.episode_ids]
         condition = self.stress_condition(records[0], unit.condition)
         maps = self.group_maps(records, timings, condition)
+        self.agent.remember(maps)
         out: list[ResultRecord] = []
         reachable: tuple[Vec2, ...] = ()
         for episode_id, arm_name, seed in unit.pending:
             record = self.records[episode_id]
             arm = Arm(arm_name)
+            read = self.arm_maps(arm, records, maps, timings, condition)
             clock = time.perf_counter()
-            prediction = self.predict(arm, record, maps, seed)
-            static = self.static_result(record, maps, prediction)
+            prediction = self.predict(arm, record, read, seed)
+            static = self.static_result(record, read, prediction)
             clock2 = time.perf_counter()
             timings["static_s"] += clock2 - clock
             embodied = None
             if not self.static_only:
-                embodied = self.embodied_result(arm, record, maps, prediction, condition)
+                embodied = self.embodied_result(arm, record, read, prediction, condition)
                 timings["embodied_s"] += time.perf_counter() - clock2
-            out.append(self.result_record(record, arm, seed, static, embodied, maps, unit.condition))
+            out.append(self.result_record(record, arm, seed, static, embodied, read, unit.condition))
         sketch = None
         if unit.need_sketch and condition is None:
             clock = time.perf_counter()
@@ -524,8 +586,8 @@ class GroupEvaluator:
     # ------------------------------------------------------------------ static gate
 
     def predict(self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, seed: int) -> Prediction:
-        """The arm's answer: the agent is given the category and the relation, except two_visit_text,
-        which is given the query's text."""
+        """The arm's answer from the maps it reads (:meth:`arm_maps`): the agent is given the
+        category and the relation, except two_visit_text, which is given the query's text."""
         query = query_of(record.query.noun_phrase, record.query.relation, record.query.category)
         agent = self.agent
         if arm is Arm.TWO_VISIT:
@@ -536,8 +598,12 @@ class GroupEvaluator:
             return arm_functions.single_visit(
                 agent, maps.map2, query, pick_seed(self.config, seed, record.episode_id), record.answer.point
             )
+        if arm is Arm.SIM_PERCEPTION:
+            return arm_functions.sim_perception(agent, maps.map1, maps.map2, query)
         if arm is Arm.ORACLE_GROUNDING:
-            return arm_functions.oracle_grounding(agent, maps.map1, maps.map2, query)
+            if set(maps.shares) != {1, 2}:
+                raise BenchmarkError(f"group {maps.group_id}: oracle_grounding needs the true categories of both maps")
+            return arm_functions.oracle_grounding(agent, maps.map1, maps.map2, query, maps.shares[1], maps.shares[2])
         if arm is Arm.ORACLE_POSITIONS:
             truth = maps.truth
             return arm_functions.oracle_positions(agent, truth.visit1, truth.visit2_end, query, record.moving_id)
@@ -644,7 +710,8 @@ class GroupEvaluator:
             if chosen not in objects_at_start:
                 return NavigationPlan(target)
             return NavigationPlan(target, Follow.TRUTH, instance=chosen)
-        return NavigationPlan(target, Follow.SIGHTINGS, label=maps.map2[chosen].label)
+        label = maps.map2[chosen].label
+        return NavigationPlan(target, Follow.SIGHTINGS, label=label, segmenter=self.arm_segmenter(arm))
 
     def navigation_target(
         self, arm: Arm, record: EpisodeRecord, maps: GroupMaps, prediction: Prediction, world: World
@@ -671,6 +738,7 @@ class GroupEvaluator:
             estimate=plan.target.point,
             gate=self.config.benchmark_node.benchmark.track_gate,
             mapping=self.config.mapping_node,
+            segmenter=self.segmenter(plan.segmenter),
         )
         return plan.target, lambda: tracker.observe(world.observe()), tracker
 
@@ -732,7 +800,7 @@ class GroupEvaluator:
         condition: str | None = None,
     ) -> ResultRecord:
         """The record of one (episode, arm, seed) under the stress ``condition`` (None: the recording's own)."""
-        if arm in MAP_ARMS:
+        if arm in MAP_ARMS or (arm in VISIT2_ARMS and UNAVAILABLE in maps.diagnostics):
             diagnostics: dict[str, Any] | None = dict(maps.diagnostics)
         elif arm in VISIT2_ARMS:
             diagnostics = {"visit2": maps.diagnostics["visit2"]}

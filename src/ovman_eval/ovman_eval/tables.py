@@ -424,6 +424,8 @@ GAP_NAMES = {
     ("oracle_grounding", "oracle_positions"): "mapping (localisation and association)",
     ("oracle_positions", "given_answer"): "answer selection",
 }
+PERCEPTION_GAP = "perception (sim_perception: the simulator's segments)"
+"""Beside the rungs: what the simulator's segments buy the agent over its own segmenter."""
 
 
 def error_budget(records: Iterable[ResultRecord], seed: int | None = None) -> ErrorBudget:
@@ -441,6 +443,10 @@ def error_budget(records: Iterable[ResultRecord], seed: int | None = None) -> Er
         wins = sum(a and not b for a, b in zip(o.success(upper, STATIC), o.success(lower, STATIC), strict=True))
         losses = sum(b and not a for a, b in zip(o.success(upper, STATIC), o.success(lower, STATIC), strict=True))
         tests[name] = (wins, losses, mcnemar_exact(wins, losses))
+    if "two_visit" in rungs and "sim_perception" in o.arms:
+        seen = o.count("sim_perception", STATIC)[0] / n
+        gaps[PERCEPTION_GAP] = ("two_visit", "sim_perception", seen - static["two_visit"])
+        tests[PERCEPTION_GAP] = _mcnemar(o, "sim_perception", "two_visit", STATIC, o.episodes)
     if embodied is not None and "oracle_positions" in rungs:
         gaps["navigation"] = (
             "oracle_positions",
@@ -464,7 +470,8 @@ def error_budget_table(records: Iterable[ResultRecord], seed: int | None = None)
             rows.append((f"gap: {name}", f"{gap:+.3f}", "", "", ""))
     notes = (
         "Each gap is what the next rung's ground truth buys on the static gate (wins:losses of the upper rung, "
-        "exact McNemar). Navigation = oracle positions static − embodied.",
+        "exact McNemar). Navigation = oracle positions static − embodied. Perception (beside the rungs) = "
+        "sim_perception − two_visit: the same agent on the simulator's segments instead of its own segmenter's.",
     )
     return Table(
         "error_budget",

@@ -1,16 +1,18 @@
 """Following a moving target with the agent's own eyes: the latest estimate from live frames.
 
 When an agent answers a moving query, the instance it chose keeps moving while it navigates. The
-agent re-targets from what it sees: every frame is segmented and back-projected as the mapper
-does (:func:`ovman_mapping.backprojection.segment_frame`), and among the segments carrying the
-tracked instance's segmenter label whose box centre lies within ``gate`` of the current estimate,
+agent re-targets from what it sees: every frame is segmented by the segmenter its maps were built
+with (:mod:`ovman_mapping.segmenter`) and back-projected as the mapper does
+(:func:`ovman_mapping.backprojection.segment_frame`), and among the segments carrying the tracked
+instance's segmenter label whose box centre lies within ``gate`` of the current estimate,
 the nearest becomes the new estimate (its box footprint the target region). Frames without such
 a segment leave the estimate where it is. The gate keeps the tracker on its instance: the
 anti-shortcut rule puts every other instance of the category farther than
 ``task.separation_radius`` from the answer along the mover's whole path, and
 ``benchmark.track_gate`` stays below it.
 
-Only segmenter labels and geometry are read; never the ground-truth instance channel.
+Only the segmenter's output and geometry are read; with the learned segmenter, never the
+simulator's instance channel.
 Frames: AI2-THOR world (metres); estimates are floor points (x, z).
 """
 
@@ -22,6 +24,7 @@ import math
 from ovman_core.boxes import Vec2
 from ovman_core.config import MappingConfig
 from ovman_mapping.backprojection import segment_frame
+from ovman_mapping.segmenter import Segmenter
 from ovman_nav.executor import NavTarget
 from ovman_sim.world import Observation
 
@@ -29,12 +32,14 @@ from ovman_sim.world import Observation
 @dataclasses.dataclass
 class LabelTracker:
     """The estimate of one moving instance (``label``: its majority segmenter label; ``estimate``:
-    floor point, metres), updated from frames; ``updates`` counts the sightings that moved it."""
+    floor point, metres), updated from frames segmented by ``segmenter``; ``updates`` counts the
+    sightings that moved it."""
 
     label: str
     estimate: Vec2
     gate: float
     mapping: MappingConfig
+    segmenter: Segmenter
     updates: int = 0
 
     def __post_init__(self) -> None:
@@ -45,11 +50,12 @@ class LabelTracker:
         """Update from one frame; returns the new target (the sighting's floor point and footprint)
         when this frame moved the estimate, else None."""
         pose = observation.pose
+        segmentation = self.segmenter.segment(observation)
         segments = segment_frame(
             observation.rgb,
             observation.depth,
-            observation.segments,
-            observation.segment_labels,
+            segmentation.ids,
+            segmentation.labels,
             observation.intrinsics,
             observation.camera_position,
             pose.yaw_deg,

@@ -134,13 +134,15 @@ class InstanceMap:
 
 
 def at_wire_precision(instance: Instance) -> Instance:
-    """``instance`` with its feature, colour histogram and label shares as an InstanceMap message
-    carries them (float32 values, labels by decreasing share then name), so that a map used in
-    process decides exactly as the same map received over the graph: a near-tie between two
-    scores must break the same way on both sides."""
+    """``instance`` with its points, feature, colour histogram and label shares as an InstanceMap
+    message carries them (float32 values, labels by decreasing share then name), so that a map used
+    in process decides exactly as the same map received over the graph: a near-tie between two
+    scores must break the same way on both sides. (The wire's frame change permutes and negates
+    coordinates, which float32 rounding commutes with.)"""
     labels = sorted(instance.labels.items(), key=lambda item: (-item[1], item[0]))
     return dataclasses.replace(
         instance,
+        points=np.asarray(instance.points, dtype=np.float32).astype(float),
         feature=np.asarray(instance.feature, dtype=np.float32).astype(float),
         colour=np.asarray(instance.colour, dtype=np.float32).astype(float),
         labels={name: float(np.float32(share)) for name, share in labels},

@@ -15,13 +15,12 @@ ids of one map are 0..N-1. A received map's instances get uids ``v<visit>:<id>``
 the core's instance position (the box centre of its fused points; of its latest fragment for a
 moving instance), the point every decision rule answers with. The stamps of the sensor frames
 stand in for world steps on the receiving side (``first_seen``/``last_seen`` in ns): only their
-order is used there. Points are not sent; features and colour histograms go as float32.
+order is used there. Points, features and colour histograms go as float32 (points in ``map``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,7 +28,6 @@ from typing import Any
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point, PoseStamped
-from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
@@ -37,13 +35,12 @@ from visualization_msgs.msg import Marker, MarkerArray
 from ovman_core.boxes import Box3, Vec3
 from ovman_core.config import ConfigError, MapMarkersConfig
 from ovman_core.frames import (
-    CAMERA_LINK_TO_OPTICAL,
-    ROTATION_CACHE_SIZE,
+    camera_angles,
     ros_to_thor_point,
-    ros_yaw_to_thor,
+    ros_to_thor_points,
     thor_to_ros_point,
+    thor_to_ros_points,
 )
-from ovman_core.world_state import AgentPose
 from ovman_interfaces.msg import Instance as InstanceMsg
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_mapping.instances import Instance, InstanceMap, Sighting
@@ -51,9 +48,6 @@ from ovman_sim import bundle
 from ovman_sim.messages import MessageError, camera_bundle_items, depth_array, image_array, stamp_of, time_msg
 from ovman_sim.world import Observation
 
-ANGLE_DECIMALS = 9
-"""Camera yaw and pitch (degrees) recovered from a quaternion are rounded to this many decimals:
-the float noise of the round trip goes, so a recorded 90.0 comes back as exactly 90.0."""
 MAX_CAMERA_ROLL_RAD = 1e-6
 """The core's camera has yaw and pitch only; a larger roll is rejected."""
 MAP_TOPIC = "/ovman/map/visit{visit}"
@@ -94,22 +88,6 @@ def camera_from_pose(pose: PoseStamped, map_frame: str) -> tuple[Vec3, float, fl
     return ros_to_thor_point((p.x, p.y, p.z)), yaw_deg, horizon_deg
 
 
-@functools.lru_cache(maxsize=ROTATION_CACHE_SIZE)
-def camera_angles(quaternion: tuple[float, float, float, float]) -> tuple[float, float, float]:
-    """``(yaw_deg, horizon_deg, roll_rad)`` of the camera whose optical frame has orientation
-    ``quaternion`` (x, y, z, w) in ``map`` (cached: an agent's orientations take few values)."""
-    link = Rotation.from_quat(quaternion) * Rotation.from_quat(CAMERA_LINK_TO_OPTICAL).inv()
-    # Columns of R = Rz(yaw)·Ry(pitch): forward, left = (−sin yaw, cos yaw, 0), up. A level camera
-    # keeps its left axis horizontal; yaw comes from that axis, so it is defined at any pitch.
-    r = link.as_matrix()
-    roll = math.asin(max(-1.0, min(1.0, float(r[2, 1]))))
-    yaw = math.atan2(-float(r[0, 1]), float(r[1, 1]))
-    pitch = math.atan2(-float(r[2, 0]), float(r[2, 2]))
-    yaw_deg = round(ros_yaw_to_thor(float(yaw)), ANGLE_DECIMALS) % 360.0
-    horizon_deg = round(math.degrees(float(pitch)), ANGLE_DECIMALS) + 0.0
-    return yaw_deg, horizon_deg, roll
-
-
 def observation_from_bundle(
     rgb: Image,
     depth: Image,
@@ -118,14 +96,15 @@ def observation_from_bundle(
     camera_info: CameraInfo,
     camera_pose: PoseStamped,
     map_frame: str,
+    step_ns: int,
 ) -> Observation:
-    """The Observation of one synchronised bundle (see :mod:`ovman_sim.bundle` for the topics).
-
-    The step comes from the labels table; ``segment_instances`` is empty: ground-truth ids never
-    reach the mapping.
+    """The Observation of one synchronised bundle (see :mod:`ovman_sim.bundle` for the topics):
+    :func:`observation_from_camera` at :func:`ovman_sim.bundle.frame_step` of its stamp, with the simulator's
+    segments and labels; ``segment_instances`` is empty: ground-truth ids never reach the mapping.
     """
     where = f"camera bundle at {labels.stamp_ns} ns"
-    observation = observation_from_camera(rgb, depth, camera_info, camera_pose, map_frame, labels.step, where)
+    step = bundle.frame_step(labels.stamp_ns, step_ns)
+    observation = observation_from_camera(rgb, depth, camera_info, camera_pose, map_frame, step, where)
     try:
         segments = image_array(instances)
     except (MessageError, ValueError) as err:
@@ -156,17 +135,7 @@ def observation_from_camera(
     _check_image(where, "rgb", rgb, (bundle.RGB_ENCODING,), size)
     _check_image(where, "depth", depth, bundle.DEPTH_ENCODINGS, size)
     position, yaw_deg, horizon_deg = camera_from_pose(camera_pose, map_frame)
-    return Observation(
-        rgb=colour,
-        depth=planar_depth,
-        segments=np.zeros(size, dtype=np.int32),
-        segment_labels={},
-        segment_instances={},
-        pose=AgentPose(x=position[0], z=position[2], yaw_deg=yaw_deg, horizon_deg=horizon_deg),
-        camera_position=position,
-        intrinsics=intrinsics,
-        step=step,
-    )
+    return bundle.camera_frame(colour, planar_depth, intrinsics, position, yaw_deg, horizon_deg, step)
 
 
 def _check_image(where: str, name: str, image: Image, encodings: tuple[str, ...], size: tuple[int, int]) -> None:
@@ -180,7 +149,7 @@ def _check_image(where: str, name: str, image: Image, encodings: tuple[str, ...]
 # ---- instance maps -----------------------------------------------------------------------------
 
 
-def observation_from_topics(items: Mapping[str, Any], map_frame: str) -> Observation:
+def observation_from_topics(items: Mapping[str, Any], map_frame: str, step_ns: int) -> Observation:
     """:func:`observation_from_bundle` of a bundle keyed by topic (a synchroniser's complete
     items: the three images, the parsed labels table, camera_info and the camera pose)."""
     return observation_from_bundle(
@@ -191,10 +160,11 @@ def observation_from_topics(items: Mapping[str, Any], map_frame: str) -> Observa
         items[bundle.CAMERA_INFO_TOPIC],
         items[bundle.CAMERA_POSE_TOPIC],
         map_frame,
+        step_ns,
     )
 
 
-def observation_from_camera_bundle(message: Any, map_frame: str) -> tuple[int, Observation]:
+def observation_from_camera_bundle(message: Any, map_frame: str, step_ns: int) -> tuple[int, Observation]:
     """The stamp (ns) and :func:`observation_from_bundle` of one ovman_interfaces/CameraBundle
     (the six messages that :func:`observation_from_topics` takes from a synchroniser, in one
     message: rclpy's, or as :func:`ovman_sim.bundle_cdr.decode` reads it); MapMessageError when its
@@ -203,7 +173,7 @@ def observation_from_camera_bundle(message: Any, map_frame: str) -> tuple[int, O
         stamp, items = camera_bundle_items(message)
     except MessageError as err:
         raise MapMessageError(str(err)) from None
-    return stamp, observation_from_topics(items, map_frame)
+    return stamp, observation_from_topics(items, map_frame, step_ns)
 
 
 def _point(p: Vec3) -> Point:
@@ -243,6 +213,7 @@ def instance_msg(instance: Instance, wire_id: int, frame_stamps_ns: Sequence[int
         centroid=_point(thor_to_ros_point(instance.position)),
         box_min=_point(box_min),
         box_max=_point(box_max),
+        points=thor_to_ros_points(np.asarray(instance.points, dtype=float).reshape(-1, 3)).astype(np.float32).ravel(),
         feature_dim=len(instance.feature),
         feature=np.asarray(instance.feature, dtype=np.float32),
         colour_histogram=np.asarray(instance.colour, dtype=np.float32),
@@ -277,8 +248,15 @@ def map_uid(visit: int, wire_id: int) -> str:
 
 
 def instance_from_msg(message: InstanceMsg, visit: int) -> Instance:
-    """A core instance from its message (no points: they are not sent). See the module docstring."""
+    """A core instance from its message (its points float32 values). See the module docstring."""
     uid = map_uid(visit, message.id)
+    flat = np.asarray(message.points, dtype=np.float32)
+    if len(flat) % 3 or not np.all(np.isfinite(flat)):
+        raise MapMessageError(
+            f"visit-{visit} instance {message.id}: points must be finite x y z triples, got {len(flat)} values"
+            + ("" if np.all(np.isfinite(flat)) else " with a non-finite one")
+        )
+    points = ros_to_thor_points(flat.astype(float).reshape(-1, 3))
     feature = np.asarray(message.feature, dtype=float)
     if message.feature_dim == 0 or len(feature) != message.feature_dim:
         raise MapMessageError(
@@ -302,7 +280,7 @@ def instance_from_msg(message: InstanceMsg, visit: int) -> Instance:
         uid=uid,
         position=centroid,
         box=_thor_box(message.box_min, message.box_max),
-        points=np.empty((0, 3)),
+        points=points,
         feature=feature,
         colour=np.asarray(message.colour_histogram, dtype=float),
         labels=labels,

@@ -9,15 +9,17 @@ Subscriptions (reliable, volatile; names from :mod:`ovman_sim.bundle`), by ``nod
 ``/camera/instances/image_raw``, ``/camera/instances/labels``, ``/camera/color/camera_info``,
 ``/camera/pose`` (the optical frame in ``map``), synchronised by exact stamp
 (:mod:`ovman_mapping.bundle_sync`); with a label-blind segmenter (``segmenter.kind`` learned) only
-the four a robot's camera gives (colour, depth in 32FC1 m or 16UC1 mm, camera_info, pose), a
-frame's step being its stamp divided by ``node.step_dt``; ``bundle``: ``/camera/bundle`` (ovman_interfaces/CameraBundle,
+the four a robot's camera gives (colour, depth in 32FC1 m or 16UC1 mm, camera_info, pose);
+``bundle``: ``/camera/bundle`` (ovman_interfaces/CameraBundle,
 the same six messages in one, from sim_node's ``node.camera_output`` bundle or both), taken raw
 and read without copying its images (:func:`ovman_sim.bundle_cdr.decode`): one take per frame
 instead of six and no synchroniser; a bundle whose messages' stamps differ is rejected. Their
 history keeps the latest ``node.qos_depth`` messages of a topic, or every message until it is
 taken (``node.qos_keep_all``: lossless when a tour is published faster than it is fused, at the
 cost of buffering the unfused frames, e.g. ~0.85 MB a bundle at 320x240). Ground truth is never
-subscribed to. While no visit is open, bundles are counted and dropped before they
+subscribed to, and in every mode a frame's step is its stamp divided by ``node.step_dt``
+(:func:`ovman_sim.bundle.frame_step`: what a robot's camera gives; the simulator's own
+world step never reaches the mapping). While no visit is open, bundles are counted and dropped before they
 are synchronised or decoded (a robot's camera keeps publishing between visits).
 
 Visits (ovman_interfaces/srv/MapVisit): ``~/start_visit`` opens visit 1 or 2 (call it before the
@@ -210,10 +212,10 @@ class MappingNode(GraphNode):
                     items[bundle.CAMERA_INFO_TOPIC],
                     items[bundle.CAMERA_POSE_TOPIC],
                     self.config.frames.map,
-                    complete.stamp_ns // self._step_ns,
+                    bundle.frame_step(complete.stamp_ns, self._step_ns),
                 )
             else:
-                observation = observation_from_topics(complete.items, self.config.frames.map)
+                observation = observation_from_topics(complete.items, self.config.frames.map, self._step_ns)
             self._fuse(observation, complete.stamp_ns)
         except (MapMessageError, FrameFormatError, VisitError) as err:
             self._reject(str(err))
@@ -224,7 +226,8 @@ class MappingNode(GraphNode):
             self.outside_visit += 1
             return
         try:
-            stamp, observation = observation_from_camera_bundle(bundle_cdr.decode(data), self.config.frames.map)
+            message = bundle_cdr.decode(data)
+            stamp, observation = observation_from_camera_bundle(message, self.config.frames.map, self._step_ns)
             self._fuse(observation, stamp)
         except (bundle_cdr.CdrError, MapMessageError, FrameFormatError, VisitError) as err:
             self._reject(f"{bundle.CAMERA_BUNDLE_TOPIC}: {err}")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ovman_core.camera import Intrinsics
-from ovman_core.config import SegmenterConfig, check_ranges
+from ovman_core.config import MappingConfig, SegmenterConfig, check_ranges
 
 if TYPE_CHECKING:
     from ovman_sim.world import Observation
@@ -135,6 +135,11 @@ def check_segmenter(config: SegmenterConfig) -> None:
         "threads": (config.threads >= 1, "a thread count >= 1"),
     }
     check_ranges("mapping_node.segmenter", config, checks)
+
+
+def with_segmenter(config: MappingConfig, kind: str) -> MappingConfig:
+    """``config`` with ``segmenter.kind`` set to ``kind`` (its other segmenter keys kept)."""
+    return dataclasses.replace(config, segmenter=dataclasses.replace(config.segmenter, kind=kind))
 
 
 def segmenter_identity(config: SegmenterConfig) -> str:

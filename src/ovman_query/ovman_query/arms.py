@@ -4,8 +4,9 @@
 |---|---|
 | two_visit | both maps (the reference agent), given the category and the relation |
 | two_visit_text | both maps, given the query's text: the parser infers the noun phrase and relation |
+| sim_perception | the agent on maps built from the simulator's segments (a diagnostic: what perception costs) |
 | single_visit | the visit-2 map only: a seeded pick among the grounded instances, with its success probability |
-| oracle_grounding | both maps, grounded by the segmenter's majority label instead of the encoder |
+| oracle_grounding | the agent's own maps, each instance grounded by its true category (the majority of its points) |
 | oracle_positions | the ground-truth world states: positions and identities; the decision rules still run |
 | given_answer | the true answer point (the certification oracle) |
 | category_only | the visit-2 map: the best instance of the category (ObjectNav behaviour) |
@@ -18,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -37,6 +39,7 @@ class Arm(str, enum.Enum):
 
     TWO_VISIT = "two_visit"
     TWO_VISIT_TEXT = "two_visit_text"
+    SIM_PERCEPTION = "sim_perception"
     SINGLE_VISIT = "single_visit"
     ORACLE_GROUNDING = "oracle_grounding"
     ORACLE_POSITIONS = "oracle_positions"
@@ -114,20 +117,50 @@ def single_visit(
     )
 
 
-def label_grounding(instance_map: InstanceMap, category: str) -> Grounding:
-    """Ground-truth grounding of one map: the instances whose majority segmenter label is
-    ``category``; score = the share of that label."""
-    scores = {i.uid: float(i.labels.get(category, 0.0)) for i in instance_map}
-    grounded = tuple(sorted((i.uid for i in instance_map if i.label == category), key=lambda u: (-scores[u], u)))
+def sim_perception(agent: ReferenceAgent, map1: InstanceMap, map2: InstanceMap, query: Query) -> Prediction:
+    """The reference agent on maps built from the simulator's segments (``map1``, ``map2``)."""
+    return dataclasses.replace(agent.answer(map1, map2, query), arm=Arm.SIM_PERCEPTION.value)
+
+
+TrueShares = Mapping[str, Mapping[str, float]]
+"""Per map instance uid: true category → share of the instance's points inside an object of that
+category; the points inside no object are the share of :data:`BACKGROUND`."""
+BACKGROUND = ""
+"""The key of the points that lie inside no ground-truth object."""
+
+
+def true_category(shares: Mapping[str, float]) -> str:
+    """The category holding most of an instance's points (ties: alphabetical); BACKGROUND when
+    most lie inside no object, or when there are no shares."""
+    if not shares:
+        return BACKGROUND
+    return min(shares.items(), key=lambda item: (-item[1], item[0]))[0]
+
+
+def truth_grounding(instance_map: InstanceMap, shares: TrueShares, category: str) -> Grounding:
+    """Ground-truth grounding of one map: the instances whose true category (:func:`true_category`)
+    is ``category``; score = the share of their points that category holds. An instance missing
+    from ``shares`` is grounded by nothing."""
+    scores = {i.uid: float(shares.get(i.uid, {}).get(category, 0.0)) for i in instance_map}
+    chosen = [i.uid for i in instance_map if true_category(shares.get(i.uid, {})) == category != BACKGROUND]
+    grounded = tuple(sorted(chosen, key=lambda u: (-scores[u], u)))
     return Grounding(scores, grounded, 0.0)
 
 
-def oracle_grounding(agent: ReferenceAgent, map1: InstanceMap, map2: InstanceMap, query: Query) -> Prediction:
-    """The agent's own maps and association, grounded by segmenter labels instead of the encoder."""
+def oracle_grounding(
+    agent: ReferenceAgent,
+    map1: InstanceMap,
+    map2: InstanceMap,
+    query: Query,
+    shares1: TrueShares,
+    shares2: TrueShares,
+) -> Prediction:
+    """The agent's own maps and association, each instance grounded by its true category
+    (``shares1``/``shares2``: :data:`TrueShares` of ``map1``/``map2``) instead of the encoder."""
     category = _category(query, Arm.ORACLE_GROUNDING)
     evidence = ChangeEvidence(
-        candidates(map1, label_grounding(map1, category)),
-        candidates(map2, label_grounding(map2, category)),
+        candidates(map1, truth_grounding(map1, shares1, category)),
+        candidates(map2, truth_grounding(map2, shares2, category)),
         agent.associate(map1, map2),
     )
     return decide(query.relation, query.noun_phrase, evidence, agent.config.task, Arm.ORACLE_GROUNDING.value)

@@ -11,9 +11,9 @@
 4. every excluded id is an instance of the visit-2 map → else ``INVALID_REQUEST``;
 
 then runs the arm: ``ANSWERED`` with a point, or ``ABSTAINED``. The arms given ground truth
-(oracle_positions, given_answer) are refused: query_node never receives ground truth, so the
-benchmark calls :func:`ovman_query.arms.oracle_positions` / :func:`ovman_query.arms.given_answer`
-in process with the episode record.
+(sim_perception: the simulator's segments; oracle_grounding: the true category of every map
+instance; oracle_positions, given_answer) are refused: query_node never receives ground truth, so
+the benchmark calls their functions in :mod:`ovman_query.arms` in process.
 
 Excluded ids (``Query.exclude_ids``) name visit-2 instances that must not be the answer: for the
 two-map arms they (and the pairs they belong to) count as not grounded; for the visit-2-only arms
@@ -33,16 +33,16 @@ from ovman_core.relations import Relation
 from ovman_mapping.encoders import label_text
 from ovman_mapping.instances import InstanceMap
 from ovman_query import arms
-from ovman_query.agent import ReferenceAgent, candidates
+from ovman_query.agent import ReferenceAgent
 from ovman_query.arms import Arm
 from ovman_query.association import Association, AssociationError
 from ovman_query.decisions import ChangeEvidence, Prediction, decide
 from ovman_query.grounding import GroundingError
 from ovman_query.parser import ParseError, Query
 
-GROUND_TRUTH_ARMS = frozenset({Arm.ORACLE_POSITIONS, Arm.GIVEN_ANSWER})
+GROUND_TRUTH_ARMS = frozenset({Arm.SIM_PERCEPTION, Arm.ORACLE_GROUNDING, Arm.ORACLE_POSITIONS, Arm.GIVEN_ANSWER})
 """Arms that need the episode's ground truth; not served from maps."""
-TWO_MAP_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.ORACLE_GROUNDING})
+TWO_MAP_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT})
 """Arms that need both visits' maps; the others need the visit-2 map only."""
 
 
@@ -161,18 +161,8 @@ def _run_arm(agent: ReferenceAgent, arm: Arm, map1: InstanceMap | None, map2: In
     if arm in TWO_MAP_ARMS:
         assert map1 is not None
         if not excluded:
-            if arm is not Arm.ORACLE_GROUNDING:
-                return dataclasses.replace(arms.two_visit(agent, map1, map2, query), arm=arm.value)
-            return arms.oracle_grounding(agent, map1, map2, query)
-        if arm is not Arm.ORACLE_GROUNDING:
-            evidence = agent.evidence(map1, map2, query.noun_phrase)
-        else:
-            category = query.category or query.noun_phrase
-            evidence = ChangeEvidence(
-                candidates(map1, arms.label_grounding(map1, category)),
-                candidates(map2, arms.label_grounding(map2, category)),
-                agent.associate(map1, map2),
-            )
+            return dataclasses.replace(arms.two_visit(agent, map1, map2, query), arm=arm.value)
+        evidence = agent.evidence(map1, map2, query.noun_phrase)
         return decide(query.relation, query.noun_phrase, _masked(evidence, excluded), agent.config.task, arm.value)
     remaining = _without(map2, excluded) if excluded else map2
     if arm is Arm.SINGLE_VISIT:

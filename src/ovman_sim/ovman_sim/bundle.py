@@ -185,6 +185,16 @@ class Transform:
     rotation: Quaternion
 
 
+def frame_step(stamp_ns: int, step_ns: int) -> int:
+    """The step of a camera frame as the mapper counts it: its stamp in units of ``step_ns``
+    (``mapping_node.node.step_dt``, in ns). The simulator's world steps are these while no
+    teleport happens (:class:`FrameClock`); the mapper only orders frames by them,
+    and a robot's camera gives nothing else."""
+    if step_ns <= 0:
+        raise ValueError(f"the step length must be positive nanoseconds, got {step_ns}")
+    return int(stamp_ns) // int(step_ns)
+
+
 class FrameClock:
     """Stamps (integer nanoseconds of sim time) for a sequence of frames.
 
@@ -263,6 +273,28 @@ def optical_pose(observation: Observation) -> tuple[Vec3, Quaternion]:
     """The optical frame in ``map``: ``p_map = R · p_optical + t`` back-projects a depth pixel."""
     rotation = optical_quaternion(observation.pose.yaw_deg, observation.pose.horizon_deg)
     return thor_to_ros_point(observation.camera_position), rotation
+
+
+def camera_frame(
+    rgb: np.ndarray, depth: np.ndarray, intrinsics: Intrinsics, camera_position: Vec3, yaw_deg: float,
+    horizon_deg: float, step: int,
+) -> Observation:  # fmt: skip
+    """What a robot's camera gives of one frame, as an Observation: colour, depth (metres),
+    intrinsics, the camera pose (centre in AI2-THOR world metres, yaw and horizon in degrees, as
+    :func:`ovman_core.frames.camera_angles` recovers them from the optical frame's pose) and the
+    frame's step (:func:`frame_step`); no segments, no labels, no ground-truth ids. The mapper's
+    input in every wiring (mapping_node, and the in-process runner from a recording)."""
+    return Observation(
+        rgb=rgb,
+        depth=depth,
+        segments=np.zeros(depth.shape, dtype=np.int32),
+        segment_labels={},
+        segment_instances={},
+        pose=AgentPose(x=camera_position[0], z=camera_position[2], yaw_deg=yaw_deg, horizon_deg=horizon_deg),
+        camera_position=camera_position,
+        intrinsics=intrinsics,
+        step=step,
+    )
 
 
 @functools.lru_cache(maxsize=ROTATION_CACHE_SIZE)

@@ -18,6 +18,10 @@ these topics (names and layouts in :mod:`ovman_sim.bundle`):
 - ``/ovman/ground_truth`` std_msgs/String JSON, **evaluation only**: exact agent pose, segment id →
   instance id, every object's state.
 
+The two segment topics (``/camera/instances/*``: the simulator's masks and labels, ground truth)
+may be left out together (:data:`SEGMENT_TOPICS`, e.g. stripped from a recording): such a
+recording reads as frames without segments, as a robot's camera gives them.
+
 The visit's identity (scene, visit number, step_dt, frame names, frame count) is in the
 ``custom_data`` of ``metadata.yaml`` under ``ovman.recording``.
 
@@ -63,6 +67,7 @@ else:
 
 from ovman_core.camera import Intrinsics
 from ovman_core.config import FramesConfig
+from ovman_core.frames import camera_angles, ros_to_thor_point
 from ovman_core.world_state import WorldState
 from ovman_sim import bundle
 from ovman_sim.bundle import BundleFormatError, GroundTruthFrame, Transform
@@ -94,6 +99,8 @@ FRAME_TOPICS: dict[str, str] = {
     bundle.GROUND_TRUTH_TOPIC: STRING,
 }
 """Topics with exactly one message per frame, and their types."""
+SEGMENT_TOPICS = (bundle.INSTANCES_TOPIC, bundle.INSTANCE_LABELS_TOPIC)
+"""Frame topics a recording may lack, both together: the simulator's segments."""
 STATIC_TOPICS: dict[str, str] = {bundle.TF_STATIC_TOPIC: TF_MESSAGE}
 """Topics written once, at the first frame's timestamp."""
 
@@ -122,11 +129,16 @@ class VisitInfo:
 
 @dataclasses.dataclass(frozen=True)
 class RecordedFrame:
-    """One recorded frame: the observation exactly as the world gave it, and the ground-truth
-    state of every object at that step (evaluation only)."""
+    """One recorded frame: the observation exactly as the world gave it (no segments when the
+    recording has no :data:`SEGMENT_TOPICS`), and the ground-truth state of every object at that
+    step (evaluation only). A frame read back also has ``camera``: what a robot's camera gives of
+    it, as mapping_node reads it from the recording's topics (:func:`ovman_sim.bundle.camera_frame`:
+    colour, depth and camera_info, the pose from ``/camera/pose``, the step from the stamp, no
+    segments; the label-blind agent's input). A frame to write needs no ``camera``."""
 
     observation: Observation
     objects: WorldState
+    camera: Observation | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,12 +158,20 @@ class VisitWriter:
     Use as a context manager: on an exception the partial recording is deleted and nothing
     appears at ``path``. Frames are stamped by :class:`ovman_sim.bundle.FrameClock` (one
     ``step_dt`` per world step, and at least one per frame), so every frame has its own stamp.
+    ``segments`` False: the :data:`SEGMENT_TOPICS` are not written (a recording as a robot's
+    camera gives it).
     """
 
-    def __init__(self, path: str | os.PathLike[str], info: VisitInfo, *, overwrite: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], info: VisitInfo, *, overwrite: bool = False, segments: bool = True
+    ) -> None:
         self.path = Path(path)
         self.info = info
         self._overwrite = overwrite
+        self._segments = segments
+        self._topics = {
+            t: kind for t, kind in {**FRAME_TOPICS, **STATIC_TOPICS}.items() if segments or t not in SEGMENT_TOPICS
+        }
         if self.path.exists() and not overwrite:
             raise RecordingError(f"{self.path}: already exists; not overwriting it (choose a new path or remove it)")
         if not info.step_dt > 0.0:
@@ -169,7 +189,7 @@ class VisitWriter:
         self._mcap.start(profile="ros2", library=f"ovman recording v{FORMAT_VERSION}")
         self._channels: dict[str, int] = {}
         schemas: dict[str, int] = {}
-        for topic, msgtype in {**FRAME_TOPICS, **STATIC_TOPICS}.items():
+        for topic, msgtype in self._topics.items():
             if msgtype not in schemas:
                 text, _ = TYPESTORE.generate_msgdef(msgtype, ros_version=2)
                 schemas[msgtype] = self._mcap.register_schema(msgtype, "ros2msg", text.encode())
@@ -208,9 +228,10 @@ class VisitWriter:
         self._put(bundle.RGB_TOPIC, _image(header, observation.rgb, bundle.RGB_ENCODING, width * 3), stamp)
         encoding, depth = bundle.depth_image(observation.depth)
         self._put(bundle.DEPTH_TOPIC, _image(header, depth, encoding, width * depth.itemsize), stamp)
-        segments = np.ascontiguousarray(observation.segments, dtype="<i4")
-        self._put(bundle.INSTANCES_TOPIC, _image(header, segments, bundle.INSTANCES_ENCODING, width * 4), stamp)
-        self._put(bundle.INSTANCE_LABELS_TOPIC, _string(bundle.labels_json(observation, stamp)), stamp)
+        if self._segments:
+            segments = np.ascontiguousarray(observation.segments, dtype="<i4")
+            self._put(bundle.INSTANCES_TOPIC, _image(header, segments, bundle.INSTANCES_ENCODING, width * 4), stamp)
+            self._put(bundle.INSTANCE_LABELS_TOPIC, _string(bundle.labels_json(observation, stamp)), stamp)
         self._put(bundle.CAMERA_INFO_TOPIC, _camera_info(header, observation.intrinsics), stamp)
         self._put(bundle.TF_TOPIC, _tf_message(bundle.dynamic_transforms(observation, frames), stamp), stamp)
         self._put(bundle.CAMERA_POSE_TOPIC, _pose_stamped(_header(stamp, frames.map), observation), stamp)
@@ -296,7 +317,7 @@ class VisitWriter:
                     },
                     "message_count": self._counts[topic],
                 }
-                for topic, msgtype in {**FRAME_TOPICS, **STATIC_TOPICS}.items()
+                for topic, msgtype in self._topics.items()
             ],
             "compression_format": "",
             "compression_mode": "",
@@ -352,6 +373,16 @@ def write_visit(
 # ---- reading -------------------------------------------------------------------------------------
 
 
+def strip_segments(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
+    """Copy the recording at ``source`` to ``target`` without the simulator's segments
+    (:data:`SEGMENT_TOPICS`); every other message is written again exactly. Returns ``target``."""
+    info, _ = read_visit_info(source)
+    with VisitWriter(target, info, segments=False) as writer:
+        for frame in read_visit(source):
+            writer.write(frame.observation, frame.objects)
+    return Path(target)
+
+
 def read_visit_info(path: str | os.PathLike[str]) -> tuple[VisitInfo, int]:
     """``(VisitInfo, frame count)`` of a recording, from its metadata only."""
     path = Path(path)
@@ -371,7 +402,7 @@ def read_visit(path: str | os.PathLike[str]) -> Iterator[RecordedFrame]:
     """
     path = Path(path)
     reader, info, frame_count, connections = _opened(path)
-    return _frames(_grouped(reader, path, frame_count, connections, FRAME_TOPICS), path, info)
+    return _frames(_grouped(reader, path, frame_count, connections, _frame_topics(connections)), path, info)
 
 
 def read_visit_raw(path: str | os.PathLike[str]) -> Iterator[RawFrame]:
@@ -381,12 +412,27 @@ def read_visit_raw(path: str | os.PathLike[str]) -> Iterator[RawFrame]:
     Checks what playing needs without decoding the images: the metadata (now, as
     :func:`read_visit`), the storage (chunk CRCs), one message of every frame topic per frame,
     and each frame's labels table (decoded for its world step: its stamp must be the message
-    time). The images, the camera pose and the ground truth are not decoded; their consumers
-    check them. RecordingError naming the file and topic otherwise.
+    time; the ground truth record's, when the recording has no labels table). The images, the camera
+    pose and the ground truth are not decoded; their consumers check them. RecordingError naming
+    the file and topic otherwise.
     """
     path = Path(path)
     reader, _, frame_count, connections = _opened(path)
-    return _raw_frames(_grouped(reader, path, frame_count, connections, {**FRAME_TOPICS, **STATIC_TOPICS}), path)
+    topics = {**_frame_topics(connections), **STATIC_TOPICS}
+    return _raw_frames(_grouped(reader, path, frame_count, connections, topics), path)
+
+
+def has_segments(path: str | os.PathLike[str]) -> bool:
+    """Whether the recording at ``path`` holds the simulator's segments (:data:`SEGMENT_TOPICS`)."""
+    path = Path(path)
+    reader, _, _, connections = _opened(path)
+    reader.close()
+    return bundle.INSTANCES_TOPIC in connections
+
+
+def _frame_topics(connections: Mapping[str, Any]) -> dict[str, str]:
+    """The frame topics of a recording whose checked connections are ``connections``."""
+    return {t: kind for t, kind in FRAME_TOPICS.items() if t in connections}
 
 
 def _frames(groups: Iterator[_Group], path: Path, info: VisitInfo) -> Iterator[RecordedFrame]:
@@ -402,21 +448,23 @@ def _frames(groups: Iterator[_Group], path: Path, info: VisitInfo) -> Iterator[R
 
 def _raw_frames(groups: Iterator[_Group], path: Path) -> Iterator[RawFrame]:
     for raw in groups:
-        labels = _decode(
-            raw.items[bundle.INSTANCE_LABELS_TOPIC], STRING, path, bundle.INSTANCE_LABELS_TOPIC, raw.stamp_ns
-        )
+        topic = bundle.INSTANCE_LABELS_TOPIC if bundle.INSTANCE_LABELS_TOPIC in raw.items else bundle.GROUND_TRUTH_TOPIC
+        text = _decode(raw.items[topic], STRING, path, topic, raw.stamp_ns).data
         try:
-            table = bundle.parse_labels_json(labels.data)
+            table = bundle.parse_labels_json(text) if topic == bundle.INSTANCE_LABELS_TOPIC else _truth_step(text)
         except BundleFormatError as err:
-            raise RecordingError(
-                f"{path}: frame at stamp {raw.stamp_ns} ns: topic {bundle.INSTANCE_LABELS_TOPIC}: {err}"
-            ) from None
+            raise RecordingError(f"{path}: frame at stamp {raw.stamp_ns} ns: topic {topic}: {err}") from None
         if table.stamp_ns != raw.stamp_ns:
             raise RecordingError(
-                f"{path}: frame at stamp {raw.stamp_ns} ns: topic {bundle.INSTANCE_LABELS_TOPIC}: stamp "
+                f"{path}: frame at stamp {raw.stamp_ns} ns: topic {topic}: stamp "
                 f"{table.stamp_ns} ns does not match the message time"
             )
         yield RawFrame(raw.stamp_ns, table.step, raw.items)
+
+
+def _truth_step(text: str) -> GroundTruthFrame:
+    """The ground-truth record of a frame without a labels table (its step and stamp)."""
+    return bundle.GroundTruthParser().parse(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -448,11 +496,12 @@ def _grouped(
     pending: dict[str, bytes] = {}
     stamp: int | None = None
     produced = 0
+    frame_topics = [t for t in FRAME_TOPICS if t in topics]
     try:
         for connection, timestamp, data in reader.messages(connections=wanted):
             topic = topic_of[connection.id]
             if stamp is not None and timestamp != stamp:
-                yield _complete(pending, stamp, path)
+                yield _complete(pending, stamp, path, frame_topics)
                 produced += 1
                 pending = {}
             stamp = timestamp
@@ -460,13 +509,13 @@ def _grouped(
                 raise RecordingError(f"{path}: topic {topic}: two messages at stamp {timestamp} ns (one frame each)")
             pending[topic] = data
         if stamp is not None:
-            yield _complete(pending, stamp, path)
+            yield _complete(pending, stamp, path, frame_topics)
             produced += 1
     except _STORAGE_ERRORS as err:
         # A damaged chunk holds several topics: name those the current frame still lacks.
-        complete = all(t in pending for t in FRAME_TOPICS)
+        complete = all(t in pending for t in frame_topics)
         frame, have = (produced + 1, {}) if complete else (produced, pending)
-        lacking = ", ".join(t for t in FRAME_TOPICS if t not in have)
+        lacking = ", ".join(t for t in frame_topics if t not in have)
         raise RecordingError(
             f"{path}: cannot read frame {frame} (topics {lacking}): the file is corrupt or truncated: "
             f"{type(err).__name__}: {err}"
@@ -477,8 +526,8 @@ def _grouped(
         raise RecordingError(f"{path}: truncated: metadata promises {frame_count} frames, the file holds {produced}")
 
 
-def _complete(messages: dict[str, bytes], stamp: int, path: Path) -> _Group:
-    missing = sorted(set(FRAME_TOPICS) - set(messages))
+def _complete(messages: dict[str, bytes], stamp: int, path: Path, frame_topics: list[str]) -> _Group:
+    missing = sorted(set(frame_topics) - set(messages))
     if missing:
         raise RecordingError(f"{path}: frame at stamp {stamp} ns lacks topic(s) {', '.join(missing)}")
     return _Group(stamp, messages)
@@ -494,15 +543,21 @@ def _assemble(
 ) -> RecordedFrame:
     where = f"{path}: frame at stamp {stamp} ns"
     info_msg = messages[bundle.CAMERA_INFO_TOPIC]
+    segmented = bundle.INSTANCES_TOPIC in messages
     try:
         intrinsics = bundle.intrinsics_from_camera_info(info_msg.width, info_msg.height, info_msg.k)
-        table = bundle.parse_labels_json(messages[bundle.INSTANCE_LABELS_TOPIC].data)
     except BundleFormatError as err:
-        raise RecordingError(f"{where}: topic {bundle.INSTANCE_LABELS_TOPIC}: {err}") from None
+        raise RecordingError(f"{where}: topic {bundle.CAMERA_INFO_TOPIC}: {err}") from None
     try:
         truth = parser.parse(messages[bundle.GROUND_TRUTH_TOPIC].data)
     except BundleFormatError as err:
         raise RecordingError(f"{where}: topic {bundle.GROUND_TRUTH_TOPIC}: {err}") from None
+    table = bundle.LabelTable(truth.stamp_ns, truth.step, {})
+    if segmented:
+        try:
+            table = bundle.parse_labels_json(messages[bundle.INSTANCE_LABELS_TOPIC].data)
+        except BundleFormatError as err:
+            raise RecordingError(f"{where}: topic {bundle.INSTANCE_LABELS_TOPIC}: {err}") from None
     step = table.step
     expected_stamp = clock.stamp(step)
     if truth.step != step or expected_stamp != stamp or table.stamp_ns != stamp or truth.stamp_ns != stamp:
@@ -519,22 +574,37 @@ def _assemble(
         depth = bundle.depth_metres(mm)
     else:
         depth = _image_array(depth_msg, bundle.DEPTH_ENCODING, "<f4", size, where, bundle.DEPTH_TOPIC)
-    segments = _image_array(
-        messages[bundle.INSTANCES_TOPIC], bundle.INSTANCES_ENCODING, "<i4", size, where, bundle.INSTANCES_TOPIC
-    )
+    if segmented:
+        segments = _image_array(
+            messages[bundle.INSTANCES_TOPIC], bundle.INSTANCES_ENCODING, "<i4", size, where, bundle.INSTANCES_TOPIC
+        )
+    else:
+        segments = np.zeros(size, dtype=np.int32)
     observation = Observation(
         rgb=rgb,
         depth=depth.astype(np.float32, copy=False),
         segments=segments.astype(np.int32, copy=False),
         segment_labels=table.labels,
-        segment_instances=truth.segment_instances,
+        segment_instances=truth.segment_instances if segmented else {},
         pose=truth.pose,
         camera_position=truth.camera_position,
         intrinsics=intrinsics,
         step=step,
     )
-    _check_pose(messages[bundle.CAMERA_POSE_TOPIC], observation, where)
-    return RecordedFrame(observation=observation, objects=truth.objects)
+    pose = messages[bundle.CAMERA_POSE_TOPIC]
+    _check_pose(pose, observation, where)
+    p, q = pose.pose.position, pose.pose.orientation
+    yaw_deg, horizon_deg, _ = camera_angles((q.x, q.y, q.z, q.w))
+    camera = bundle.camera_frame(
+        observation.rgb,
+        observation.depth,
+        intrinsics,
+        ros_to_thor_point((p.x, p.y, p.z)),
+        yaw_deg,
+        horizon_deg,
+        bundle.frame_step(stamp, clock.dt_ns),
+    )
+    return RecordedFrame(observation=observation, objects=truth.objects, camera=camera)
 
 
 def _check_pose(message: Any, observation: Observation, where: str) -> None:
@@ -611,10 +681,14 @@ def _info_of(reader: Reader, path: Path) -> tuple[VisitInfo, int]:
 
 def _connections_of(reader: Reader, path: Path, frame_count: int) -> dict[str, Any]:
     by_topic = {c.topic: c for c in reader.connections}
+    stripped = not any(t in by_topic for t in SEGMENT_TOPICS)
     for topic, msgtype in {**FRAME_TOPICS, **STATIC_TOPICS}.items():
         connection = by_topic.get(topic)
+        if connection is None and not (stripped and topic in SEGMENT_TOPICS):
+            together = " (the segment topics come together or not at all)" if topic in SEGMENT_TOPICS else ""
+            raise RecordingError(f"{path}: topic {topic} is missing from the recording{together}")
         if connection is None:
-            raise RecordingError(f"{path}: topic {topic} is missing from the recording")
+            continue
         if connection.msgtype != msgtype:
             raise RecordingError(f"{path}: topic {topic} has type {connection.msgtype}, expected {msgtype}")
         if topic in FRAME_TOPICS and connection.msgcount != frame_count:

@@ -29,7 +29,7 @@ from ovman_sim.recording import (
     read_visit_raw,
 )
 from ovman_sim.tours import tour_observations
-from ovman_sim.world import ActionResult, Observation, World, action_sequence
+from ovman_sim.world import ActionResult, Condition, Observation, World, action_sequence
 
 WORLD_KINDS = ("embedded", "ai2thor")
 
@@ -99,14 +99,17 @@ class SimSession:
         pose: AgentPose | None = None,
         mover: tuple[str, int] | None = None,
         camera: bool = True,
+        condition: tuple[Condition, int] = (Condition.BASELINE, 0),
     ) -> Frame:
         """Load a live visit: ``scene`` with exactly ``objects`` (default: the scene's own), the
         agent at ``pose`` (default: the scene's start), the mover carrying ``mover[0]`` with seed
-        ``mover[1]``. Returns the first frame (without ``camera``: not rendered, as in :meth:`act`)."""
+        ``mover[1]``, rendered under ``condition`` (and its seed). Returns the first frame (without
+        ``camera``: not rendered, as in :meth:`act`)."""
         if not scene:
             raise SessionError("load a visit: the scene name is empty")
         world = self.world
         try:
+            world.set_condition(*condition)
             world.reset(scene, objects, pose)
             if mover is not None:
                 world.start_mover(*mover)

@@ -95,6 +95,7 @@ from ovman_sim.messages import (
 from ovman_sim.recording import RawFrame
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
 from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
+from ovman_sim.world import Condition
 
 NODE_NAME = "sim_node"
 LOAD_VISIT_SERVICE = "~/load_visit"
@@ -240,7 +241,8 @@ class SimNode(GraphNode):
                 )
                 mover = (request.mover_instance_id, int(request.mover_seed)) if request.mover_instance_id else None
                 camera = self.config.sim_node.node.act_camera
-                frame = self.session.load_scene(request.scene, objects, pose, mover, camera)
+                condition = (_condition(request.condition), int(request.condition_seed))
+                frame = self.session.load_scene(request.scene, objects, pose, mover, camera, condition)
                 self._publish_live_load(frame, camera)
                 response.message = f"scene {request.scene} loaded at step {frame.observation.step}"
             response.success = True
@@ -389,6 +391,15 @@ def _objects_from_json(text: str) -> WorldState:
         return WorldState.of([object_state_from_dict(item) for item in items])
     except (json.JSONDecodeError, BundleFormatError, KeyError, TypeError, ValueError) as err:
         raise SessionError(f"LoadVisit.objects_json: {err!r}") from None
+
+
+def _condition(name: str) -> Condition:
+    """LoadVisit.condition (empty: baseline); SessionError naming the field otherwise."""
+    try:
+        return Condition(name or Condition.BASELINE.value)
+    except ValueError:
+        expected = ", ".join(c.value for c in Condition)
+        raise SessionError(f"LoadVisit.condition {name!r}: expected one of {expected} (or empty)") from None
 
 
 def main(args: Sequence[str] | None = None) -> None:
