@@ -53,8 +53,10 @@ def datasets(tmp_path_factory) -> tuple[Path, Path]:
     generate_dataset(full, request, config())
     stripped = root / "stripped"
     shutil.copytree(full, stripped, ignore=shutil.ignore_patterns("recordings"))
-    for recording in sorted((full / "recordings").iterdir()):
-        strip_segments(recording, stripped / "recordings" / recording.name)
+    for record in read_episodes(full):
+        for relative in (record.recordings.visit1, record.recordings.visit2):
+            if not (stripped / relative).exists():
+                strip_segments(full / relative, stripped / relative)
     return full, stripped
 
 

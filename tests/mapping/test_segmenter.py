@@ -228,3 +228,28 @@ def test_a_map_from_the_learned_segmenter_ignores_the_simulators_segments_and_la
         (i.uid, i.box, dict(i.labels)) for i in blind.instances
     ]
     assert all(np.array_equal(a.points, b.points) for a, b in zip(full.instances, blind.instances, strict=True))
+
+
+def test_the_clip_backend_labels_the_learned_proposals_with_open_clip_crop_features():
+    """Random CLIP weights (no download): the path is the real one, the labels are not meaningful."""
+    from ovman_sim.embedded import EmbeddedWorld
+
+    config = load_config()
+    world = EmbeddedWorld(config.sim_node)
+    world.reset("embedded-11")
+    frame = world.observe()
+    clip_config = dataclasses.replace(CONFIG, kind="clip", model="")
+    with pytest.raises(SegmenterError, match="needs mapping_node.encoder"):
+        make_segmenter(clip_config)
+    clip = make_segmenter(clip_config, encoder=dataclasses.replace(config.mapping_node.encoder, clip_weights=""))
+    assert clip.kind == "clip" and not clip.reads_simulator_segments
+    proposals = make_segmenter(dataclasses.replace(CONFIG, kind="learned", model="")).segment(frame)
+    got = clip.segment(frame)
+    assert proposals.segments and np.array_equal(got.ids, proposals.ids)  # the learned class-agnostic proposals
+    for segment in got.segments:
+        assert set(segment.labels) <= set(clip.vocabulary) and sum(segment.labels.values()) == pytest.approx(1.0)
+        assert segment.confidence == pytest.approx(max(segment.labels.values()), rel=1e-2)
+        assert segment.embedding is not None and np.linalg.norm(segment.embedding) == pytest.approx(1.0)
+    black = dataclasses.replace(frame, rgb=np.zeros_like(frame.rgb))
+    assert clip.segment(black).segments == ()
+    assert segmenter_identity(clip_config).startswith("clip:")

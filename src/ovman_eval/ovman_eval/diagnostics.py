@@ -303,29 +303,39 @@ def temporal_stability(
         raise DiagnosticsError("the map has no incremental snapshots (InstanceMap.history is empty)")
     if baseline < 1:
         raise DiagnosticsError(f"baseline |G_base| must be at least 1, got {baseline}")
-    origin: dict[str, np.ndarray] = {}
+    # Vectorised per snapshot: working uids get a row of ``origins`` when first seen, their final
+    # instance an index (-1: dropped), and the drifts of a snapshot are averaged per final instance.
+    row_of: dict[str, int] = {}
+    origins: list[np.ndarray] = []
+    finals = sorted({f for f in aliases.values()})
+    final_index = {f: k for k, f in enumerate(finals)}
+    is_counted = np.array([f in counted for f in finals], dtype=bool)
+    final_of: list[int] = []
     series: list[StabilityAt] = []
     per_instance: dict[str, list[float]] = {}
     for snapshot in history:
-        counted_drifts: list[float] = []
-        present: set[str] = set()
-        instance_drifts: dict[str, list[float]] = {}
-        for working, position in snapshot.positions.items():
-            point = np.asarray(position, dtype=float)
-            start = origin.setdefault(working, point)
-            final = aliases.get(working)
-            if final is None:
-                continue
-            drift = float(np.linalg.norm(point - start))
-            instance_drifts.setdefault(final, []).append(drift)
-            if final in counted:
-                counted_drifts.append(drift)
-                present.add(final)
-        for final, drifts in instance_drifts.items():
-            per_instance.setdefault(final, []).append(float(np.mean(drifts)))
-        mean_drift = float(np.mean(counted_drifts)) if counted_drifts else 0.0
-        score = _normalised_exp(mean_drift, spread) * len(present) / baseline
-        series.append(StabilityAt(snapshot.frame_index, snapshot.step, len(present), mean_drift, score))
+        working = list(snapshot.positions)
+        for uid in working:
+            if uid not in row_of:
+                row_of[uid] = len(origins)
+                origins.append(np.asarray(snapshot.positions[uid], dtype=float))
+                final_of.append(final_index.get(aliases.get(uid, ""), -1) if uid in aliases else -1)
+        rows = np.array([row_of[u] for u in working], dtype=np.int64)
+        owner = np.array(final_of, dtype=np.int64)[rows] if len(rows) else np.zeros(0, np.int64)
+        kept = owner >= 0
+        points = np.array([snapshot.positions[u] for u in working], dtype=float).reshape(-1, 3)[kept]
+        starts = np.array(origins)[rows[kept]] if kept.any() else np.zeros((0, 3))
+        drift = np.sqrt(((points - starts) ** 2).sum(axis=1))
+        owners = owner[kept]
+        sums = np.bincount(owners, weights=drift, minlength=len(finals))
+        counts = np.bincount(owners, minlength=len(finals))
+        for k in np.nonzero(counts)[0]:
+            per_instance.setdefault(finals[k], []).append(float(sums[k] / counts[k]))
+        counted_mask = is_counted[owners] if len(owners) else np.zeros(0, bool)
+        present = int((counts[is_counted] > 0).sum()) if len(finals) else 0
+        mean_drift = float(drift[counted_mask].mean()) if counted_mask.any() else 0.0
+        score = _normalised_exp(mean_drift, spread) * present / baseline
+        series.append(StabilityAt(snapshot.frame_index, snapshot.step, present, mean_drift, score))
     instances = {
         uid: InstanceStability(
             uid=uid,

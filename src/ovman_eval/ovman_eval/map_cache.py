@@ -352,12 +352,13 @@ def build_group_maps(
     dataset_dir: Path,
     record: EpisodeRecord,
     phrases: Iterable[str],
-    config: OvmanConfig,
+    configs: Sequence[OvmanConfig],
     encoder: PhraseByPhraseEncoder,
     sensor: Callable[[RecordedFrame], Observation] | None = None,
-) -> GroupMaps:
-    """Read both recordings of ``record``'s group once: build the maps, the ground truth, the
-    diagnostics and the phrase embeddings. Raises RecordingError for a bad recording.
+) -> list[GroupMaps]:
+    """Read both recordings of ``record``'s group once (and re-render them once): for each of
+    ``configs`` (e.g. the agent's segmenter and the simulator's), build the maps, the ground truth,
+    the diagnostics and the phrase embeddings. Raises RecordingError for a bad recording.
 
     What the mapper reads of a frame (:func:`mapper_input`): with a label-blind segmenter
     (``learned``), only what a robot's camera gives (:attr:`ovman_sim.recording.RecordedFrame.camera`:
@@ -373,51 +374,57 @@ def build_group_maps(
 
     recordings = [(1, dataset_dir / record.recordings.visit1), (2, dataset_dir / record.recordings.visit2)]
     segmented = all(has_segments(path) for _, path in recordings)
-    blind = config.mapping_node.segmenter.kind != SIMULATOR
-    if not (segmented or blind):
+    blind = [config.mapping_node.segmenter.kind != SIMULATOR for config in configs]
+    if not (segmented or all(blind)):
         raise RecordingError(
             f"{recordings[0][1]} (or visit 2): no simulator segments ({', '.join(SEGMENT_TOPICS)}), which the "
             "simulator segmenter needs (mapping_node.segmenter.kind simulator; the sim_perception arm)"
         )
     collector = TruthCollector(record.moving_id)
-    maps: dict[int, InstanceMap] = {}
+    maps: list[dict[int, InstanceMap]] = [{} for _ in configs]
     for visit, path in recordings:
-        builder = MapBuilder(config.mapping_node, encoder, visit)
+        builders = [MapBuilder(config.mapping_node, encoder, visit) for config in configs]
         for frame in read_visit(path):
-            builder.add(mapper_input(frame, blind, sensor))
+            seen = frame if sensor is None else dataclasses.replace(frame, observation=sensor(frame))
+            for builder, reads_pixels in zip(builders, blind, strict=True):
+                builder.add(mapper_input(seen, reads_pixels))
             collector.add(visit, frame.objects, frame.observation.segment_instances.values())
         collector.check(visit, path, record.episode_id)
-        maps[visit] = builder.build()
+        for built, builder in zip(maps, builders, strict=True):
+            built[visit] = builder.build()
     truth = collector.truth()
-    # The arms read the lean maps (at the wire's precision, as query_node receives them): the
-    # association is theirs, so that the cached one is the one the graph computes.
-    lean1, lean2 = lean_map(maps[1]), lean_map(maps[2])
-    association = associate(lean1, lean2, config.query_node.association)
     vectors = {p: encoder.embed_text([p])[0] for p in sorted(set(phrases))}
-    margin = config.benchmark_node.diagnostics.truth_margin
-    return GroupMaps(
-        format_version=CACHE_FORMAT,
-        group_id=record.group_id,
-        encoder=encoder.description,
-        map1=lean1,
-        map2=lean2,
-        truth=truth,
-        diagnostics=_diagnostics(maps, truth, association, config) if segmented else dict(NO_SEGMENTS),
-        phrases=vectors,
-        association=association,
-        shares={visit: true_shares(maps[visit], truth.boxes[visit], margin) for visit in (1, 2)},
-    )
+    entries = []
+    for config, built in zip(configs, maps, strict=True):
+        # The arms read the lean maps (at the wire's precision, as query_node receives them): the
+        # association is theirs, so that the cached one is the one the graph computes.
+        lean1, lean2 = lean_map(built[1]), lean_map(built[2])
+        association = associate(lean1, lean2, config.query_node.association)
+        margin = config.benchmark_node.diagnostics.truth_margin
+        entries.append(
+            GroupMaps(
+                format_version=CACHE_FORMAT,
+                group_id=record.group_id,
+                encoder=encoder.description,
+                map1=lean1,
+                map2=lean2,
+                truth=truth,
+                diagnostics=_diagnostics(built, truth, association, config) if segmented else dict(NO_SEGMENTS),
+                phrases=vectors,
+                association=association,
+                shares={visit: true_shares(built[visit], truth.boxes[visit], margin) for visit in (1, 2)},
+            )
+        )
+    return entries
 
 
-def mapper_input(
-    frame: RecordedFrame, blind: bool, sensor: Callable[[RecordedFrame], Observation] | None = None
-) -> Observation:
+def mapper_input(frame: RecordedFrame, blind: bool) -> Observation:
     """What the mapper reads of a recorded ``frame``, exactly as mapping_node reads the recording's
-    topics: its camera view (:attr:`ovman_sim.recording.RecordedFrame.camera`), with the simulator's
-    segments and labels unless ``blind`` (never the ground-truth ids); colour, depth (and segments)
-    re-rendered by ``sensor`` when given (see :func:`build_group_maps`)."""
+    topics: its camera view (:attr:`ovman_sim.recording.RecordedFrame.camera`) with the colour and
+    depth of its observation (the recorded ones, or a stress condition's re-rendering), and with
+    the simulator's segments and labels unless ``blind`` (never the ground-truth ids)."""
     assert frame.camera is not None, "a frame read from a recording has its camera view"
-    seen = frame.observation if sensor is None else sensor(frame)
+    seen = frame.observation
     view = dataclasses.replace(frame.camera, rgb=seen.rgb, depth=seen.depth)
     if blind:
         return view

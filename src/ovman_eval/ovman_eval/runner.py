@@ -139,6 +139,8 @@ MAP_ARMS = {Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.SIM_PERCEPTION, Arm.ORACLE_GR
 """Arms that read both maps and the agent's association (their diagnostics include memory)."""
 VISIT2_ARMS = {Arm.SINGLE_VISIT, Arm.CATEGORY_ONLY}
 """Arms that read only the visit-2 map."""
+THOR_WORLD, LEARNED, CLIP = "thor", "learned", "clip"
+"""A dataset's world kind, and the agent's segmenter kinds it decides between (:func:`configured_for`)."""
 
 ABSTAINED_ERROR = "ABSTAINED"
 """EmbodiedResult.error of an arm that abstained and so never navigated."""
@@ -229,14 +231,20 @@ def dataset_hash(dataset: Path) -> str:
 
 
 def configured_for(config: OvmanConfig, records: Sequence[EpisodeRecord]) -> OvmanConfig:
-    """``config`` with the world kind of the dataset's episodes (all episodes must share it)."""
+    """``config`` with the world kind of the dataset's episodes (all episodes must share it); on
+    AI2-THOR a ``learned`` agent segmenter becomes ``clip``."""
     worlds = sorted({r.scene.world for r in records})
     if len(worlds) > 1:
         raise BenchmarkError(f"the dataset mixes worlds ({', '.join(worlds)}); run each world's episodes separately")
     if not worlds or worlds[0] == config.sim_node.world.kind:
         return config
     sim = dataclasses.replace(config.sim_node, world=dataclasses.replace(config.sim_node.world, kind=worlds[0]))
-    return dataclasses.replace(config, sim_node=sim)
+    configured = dataclasses.replace(config, sim_node=sim)
+    if worlds[0] == THOR_WORLD and configured.mapping_node.segmenter.kind == LEARNED:
+        # The learned network knows the embedded world's assets only: on AI2-THOR the agent's
+        # segments come from its class-agnostic proposals labelled by open_clip.
+        configured = segmented_by(configured, CLIP)
+    return configured
 
 
 # ---- one unit of work: a recorded group ----------------------------------------------------------
@@ -480,7 +488,8 @@ class GroupEvaluator:
     def segmenter(self, kind: str) -> Segmenter:
         """The ``kind`` segmenter (made once) that a map arm's tracker segments live frames with."""
         if kind not in self._segmenters:
-            self._segmenters[kind] = make_segmenter(with_segmenter(self.config.mapping_node, kind).segmenter)
+            mapping = with_segmenter(self.config.mapping_node, kind)
+            self._segmenters[kind] = make_segmenter(mapping.segmenter, encoder=mapping.encoder)
         return self._segmenters[kind]
 
     def group_maps(
@@ -493,11 +502,18 @@ class GroupEvaluator:
         """The group's maps from the cache, or built from the recordings (re-rendered under
         ``condition`` when given) and cached; ``segmenter``: the ``mapping_node.segmenter.kind``
         they are built with (None: the agent's)."""
+        return self.group_maps_of(records, timings, condition, (segmenter,))[0]
+
+    def group_maps_of(
+        self,
+        records: Sequence[EpisodeRecord],
+        timings: dict[str, float],
+        condition: StressCondition | None,
+        segmenters: Sequence[str | None],
+    ) -> list[GroupMaps]:
+        """:meth:`group_maps` for each of ``segmenters``; those not cached are built from one
+        reading of the recordings (:func:`ovman_eval.map_cache.build_group_maps`)."""
         clock = time.perf_counter()
-        kind = self.agent_segmenter if segmenter is None else segmenter
-        config = self.config if kind == self.agent_segmenter else segmented_by(self.config, kind)
-        if kind not in self._keys:
-            self._keys[kind] = CacheKeys(config, self.encoder.description, self.dataset_digest)
         first = records[0]
         rendering = None
         if condition is not None:
@@ -507,21 +523,33 @@ class GroupEvaluator:
                 "sim": dataclasses.asdict(self.render_sim),
                 "code": render_fingerprint(),
             }
-        key = self._keys[kind].of(self.dataset, first, rendering)
-        entry = self.cache.get(key)
-        if entry is not None:
-            self.encoder.known.update(entry.phrases)
+        configs, keys, entries = [], [], []
+        for segmenter in segmenters:
+            kind = self.agent_segmenter if segmenter is None else segmenter
+            config = self.config if kind == self.agent_segmenter else segmented_by(self.config, kind)
+            if kind not in self._keys:
+                self._keys[kind] = CacheKeys(config, self.encoder.description, self.dataset_digest)
+            configs.append(config)
+            keys.append(self._keys[kind].of(self.dataset, first, rendering))
+            entries.append(self.cache.get(keys[-1]))
+        for entry in entries:
+            if entry is not None:
+                self.encoder.known.update(entry.phrases)
+        missing = [k for k, entry in enumerate(entries) if entry is None]
+        if not missing:
             timings["maps_load_s"] += time.perf_counter() - clock
-        else:
-            sensor = None
-            if condition is not None:
-                where = f"{self.dataset / first.recordings.visit1} (and visit 2) under {condition.name}"
-                sensor = ConditionSensor(self.render_world, first.scene.name, condition, where)
-            phrases = [r.query.noun_phrase for r in records]
-            entry = build_group_maps(self.dataset, first, phrases, config, self.encoder, sensor)
-            self.cache.put(key, entry)
-            timings["maps_build_s"] += time.perf_counter() - clock
-        return entry
+            return entries  # type: ignore[return-value]
+        sensor = None
+        if condition is not None:
+            where = f"{self.dataset / first.recordings.visit1} (and visit 2) under {condition.name}"
+            sensor = ConditionSensor(self.render_world, first.scene.name, condition, where)
+        phrases = [r.query.noun_phrase for r in records]
+        built = build_group_maps(self.dataset, first, phrases, [configs[k] for k in missing], self.encoder, sensor)
+        for k, entry in zip(missing, built, strict=True):
+            self.cache.put(keys[k], entry)
+            entries[k] = entry
+        timings["maps_build_s"] += time.perf_counter() - clock
+        return entries  # type: ignore[return-value]
 
     def arm_maps(
         self,
@@ -556,7 +584,11 @@ class GroupEvaluator:
         timings = dict.fromkeys(TIMING_KEYS, 0.0)
         records = [self.records[e] for e in unit.episode_ids]
         condition = self.stress_condition(records[0], unit.condition)
-        maps = self.group_maps(records, timings, condition)
+        simulator = any(Arm(a) is Arm.SIM_PERCEPTION for _, a, _ in unit.pending) and self.agent_segmenter != SIMULATOR
+        entries = self.group_maps_of(records, timings, condition, (None, SIMULATOR) if simulator else (None,))
+        maps = entries[0]
+        if simulator:
+            self._simulator_maps = ((records[0].group_id, unit.condition), entries[1])
         self.agent.remember(maps)
         out: list[ResultRecord] = []
         reachable: tuple[Vec2, ...] = ()

@@ -46,22 +46,21 @@ def true_shares(instance_map: InstanceMap, objects: Iterable[ObjectState], margi
     lo = np.array([o.box.lo for o in boxes], dtype=float).reshape(-1, 3) - margin
     hi = np.array([o.box.hi for o in boxes], dtype=float).reshape(-1, 3) + margin
     volume = np.prod(hi - lo, axis=1)
+    names = [*categories, BACKGROUND]
     out: dict[str, dict[str, float]] = {}
     for instance in instance_map:
         points = np.asarray(instance.points, dtype=np.float32).astype(float).reshape(-1, 3)
-        if len(points) == 0:
-            out[instance.uid] = {}
+        out[instance.uid] = {}
+        if not len(points):
             continue
-        if len(boxes) == 0:
-            out[instance.uid] = {BACKGROUND: 1.0}
-            continue
-        inside = np.all((points[:, None, :] >= lo[None]) & (points[:, None, :] <= hi[None]), axis=2)
-        smallest = np.argmin(np.where(inside, volume[None], np.inf), axis=1)
-        held = inside.any(axis=1)
-        votes = np.bincount(code[smallest[held]], minlength=len(categories))
-        shares = {categories[k]: int(votes[k]) / len(points) for k in np.nonzero(votes)[0]}
-        background = int((~held).sum())
-        if background:
-            shares[BACKGROUND] = background / len(points)
-        out[instance.uid] = shares
+        # Only the boxes that meet the instance's own box can hold one of its points.
+        near = np.nonzero(np.all((lo <= points.max(axis=0)) & (hi >= points.min(axis=0)), axis=1))[0]
+        code_of = np.full(len(points), len(categories), dtype=np.int64)  # background unless a box holds it
+        if len(near):
+            inside = np.all((points[:, None, :] >= lo[near][None]) & (points[:, None, :] <= hi[near][None]), axis=2)
+            smallest = near[np.argmin(np.where(inside, volume[near][None], np.inf), axis=1)]
+            held = inside.any(axis=1)
+            code_of[held] = code[smallest[held]]
+        votes = np.bincount(code_of, minlength=len(names))
+        out[instance.uid] = {names[k]: int(votes[k]) / len(points) for k in np.nonzero(votes)[0]}
     return out

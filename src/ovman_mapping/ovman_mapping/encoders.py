@@ -293,6 +293,13 @@ class ClipEncoder:
     def embed_labels(self, labels: Sequence[str]) -> np.ndarray:
         return self.embed_text([label_text(label) for label in labels])
 
+    @property
+    def logit_scale(self) -> float:
+        """The model's learned scale of image-text cosine similarities (CLIP's zero-shot logits)."""
+        clip = self._model
+        with clip.torch.no_grad():
+            return float(clip.model.logit_scale.exp())
+
     def embed_images(self, crops: Sequence[np.ndarray]) -> np.ndarray:
         """(N, D) unit vectors of RGB crops (uint8 (h, w, 3)), batched."""
         from PIL import Image

@@ -136,11 +136,12 @@ def _overlap(small: set[int], large: set[int]) -> float:
     return len(small & large) / len(small) if small else 0.0
 
 
-def _nested(seg_lo: np.ndarray, seg_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """(S, T) bool: the centre of one box lies inside the other."""
+def _nested_pairs(seg_lo: np.ndarray, seg_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(P,) bool per pair ``k`` of the (P, 3) box corners: the centre of one box lies inside the
+    other (computed for candidate pairs only: most pairs are too far apart to matter)."""
     seg_c, trk_c = (seg_lo + seg_hi) / 2.0, (lo + hi) / 2.0
-    seg_in = np.all((seg_c[:, None, :] >= lo[None]) & (seg_c[:, None, :] <= hi[None]), axis=2)
-    trk_in = np.all((trk_c[None] >= seg_lo[:, None, :]) & (trk_c[None] <= seg_hi[:, None, :]), axis=2)
+    seg_in = np.all((seg_c >= lo) & (seg_c <= hi), axis=1)
+    trk_in = np.all((trk_c >= seg_lo) & (trk_c <= seg_hi), axis=1)
     return seg_in | trk_in
 
 
@@ -159,7 +160,9 @@ class MapBuilder:
         self.params = config.mapping
         self.encoder_config = config.encoder
         self.encoder = encoder
-        self.segmenter = segmenter if segmenter is not None else make_segmenter(config.segmenter)
+        self.segmenter = (
+            segmenter if segmenter is not None else make_segmenter(config.segmenter, encoder=config.encoder)
+        )
         self.visit = visit
         self._frames: list[_Frame] = []
         self._tracks: list[_Track] = []
@@ -223,9 +226,12 @@ class MapBuilder:
             )
             candidate = (gaps <= p.merge_distance) & (similarity >= p.merge_feature_similarity)
             overlap = np.zeros_like(gaps)
-            for i, j in zip(*np.nonzero(candidate), strict=True):
+            rows, cols = np.nonzero(candidate)
+            for i, j in zip(rows, cols, strict=True):
                 overlap[i, j] = _overlap(codes[i], self._tracks[j].codes)
-            feasible = candidate & ((overlap >= p.merge_overlap) | _nested(seg_lo, seg_hi, lo, hi))
+            nested = np.zeros_like(candidate)
+            nested[rows, cols] = _nested_pairs(seg_lo[rows], seg_hi[rows], lo[cols], hi[cols])
+            feasible = candidate & ((overlap >= p.merge_overlap) | nested)
             cost = np.where(feasible, (1.0 - similarity) + (1.0 - overlap) + gaps / p.merge_distance, INFEASIBLE)
             rows, cols = linear_sum_assignment(cost)
             matched = {int(r): self._tracks[int(c)] for r, c in zip(rows, cols, strict=True) if feasible[r, c]}
@@ -322,15 +328,16 @@ class MapBuilder:
             gaps = _gaps(lo, hi, lo, hi)
             candidate = (gaps <= p.merge_distance) & (similarity >= p.merge_feature_similarity)
             np.fill_diagonal(candidate, False)
-            nested = _nested(lo, hi, lo, hi)
+            rows, cols = np.nonzero(np.triu(candidate))
+            nested = _nested_pairs(lo[rows], hi[rows], lo[cols], hi[cols])
             best: tuple[float, int, int] | None = None
-            for i, j in zip(*np.nonzero(np.triu(candidate)), strict=True):
+            for i, j, inside in zip(rows, cols, nested, strict=True):
                 a, b = tracks[i], tracks[j]
                 if a.frames & b.frames:
                     continue
                 small, large = (a, b) if len(a.codes) <= len(b.codes) else (b, a)
                 overlap = _overlap(small.codes, large.codes)
-                if overlap < p.merge_overlap and not nested[i, j]:
+                if overlap < p.merge_overlap and not inside:
                     continue
                 score = float(similarity[i, j] + overlap)
                 if best is None or score > best[0]:

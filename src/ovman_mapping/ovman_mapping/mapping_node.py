@@ -124,7 +124,7 @@ class MappingNode(GraphNode):
         self.encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
         self.encoder.warm_up()  # a model loads now, not during the first finish_visit
         try:
-            segmenter = make_segmenter(self.config.mapping_node.segmenter)
+            segmenter = make_segmenter(self.config.mapping_node.segmenter, encoder=self.config.mapping_node.encoder)
         except SegmenterError as err:
             raise ConfigError(str(err)) from None
         segmenter.warm_up()  # a network loads now, not at the first frame

@@ -12,7 +12,9 @@ summing to 1), a confidence in (0, 1] and optionally an embedding. Backends, cho
   ``segment_labels``), one-hot. Only for the oracle arms and the ``sim_perception`` diagnostic:
   it reads what a robot's camera does not give.
 
-(``clip``, proposals of the class-agnostic path with open_clip features, is issue 21's next step.)
+- ``clip``: the learned network's class-agnostic proposals, labelled and embedded by open_clip
+  crop features (:mod:`ovman_mapping.clip_segmenter`; local weights on a workstation, and the
+  default on AI2-THOR, whose assets the learned network was not trained on).
 
 A segmenter is label-blind when :attr:`Segmenter.reads_simulator_segments` is False: it never
 touches ``Observation.segments``, ``segment_labels`` or ``segment_instances``.
@@ -27,12 +29,12 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ovman_core.camera import Intrinsics
-from ovman_core.config import MappingConfig, SegmenterConfig, check_ranges
+from ovman_core.config import EncoderConfig, MappingConfig, SegmenterConfig, check_ranges
 
 if TYPE_CHECKING:
     from ovman_sim.world import Observation
 
-SEGMENTER_KINDS = ("learned", "simulator")
+SEGMENTER_KINDS = ("learned", "simulator", "clip")
 
 
 class SegmenterError(RuntimeError):
@@ -144,21 +146,31 @@ def with_segmenter(config: MappingConfig, kind: str) -> MappingConfig:
 
 def segmenter_identity(config: SegmenterConfig) -> str:
     """What a cached map built with ``config``'s segmenter depends on beyond the config: the
-    learned model's weights digest (SegmenterError if the model cannot be read)."""
+    learned model's weights digest, also the clip backend's proposals' (SegmenterError if the model
+    cannot be read); the clip model and weights are in the encoder config."""
     check_segmenter(config)
     if config.kind == "simulator":
         return "simulator"
     from ovman_mapping.learned_segmenter import model_directory, read_manifest
 
-    return f"learned:{read_manifest(model_directory(config))['weights_sha256']}"
+    return f"{config.kind}:{read_manifest(model_directory(config))['weights_sha256']}"
 
 
-def make_segmenter(config: SegmenterConfig, vocabulary: Sequence[str] | None = None) -> Segmenter:
+def make_segmenter(
+    config: SegmenterConfig, vocabulary: Sequence[str] | None = None, encoder: EncoderConfig | None = None
+) -> Segmenter:
     """The backend ``config.kind`` names; a learned model is checked now (SegmenterError naming
-    the file and the key), its network loaded at the first frame or :meth:`warm_up`."""
+    the file and the key), its network loaded at the first frame or :meth:`warm_up`. ``encoder``:
+    ``mapping_node.encoder``, whose open_clip model the ``clip`` backend uses."""
     check_segmenter(config)
     if config.kind == "simulator":
         return SimulatorSegmenter()
+    if config.kind == "clip":
+        from ovman_mapping.clip_segmenter import ClipSegmenter
+
+        if encoder is None:
+            raise SegmenterError("mapping_node.segmenter.kind clip needs mapping_node.encoder (its open_clip model)")
+        return ClipSegmenter(config, encoder, vocabulary)
     from ovman_mapping.learned_segmenter import LearnedSegmenter
 
     return LearnedSegmenter(config, vocabulary)

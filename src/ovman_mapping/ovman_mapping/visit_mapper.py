@@ -33,7 +33,9 @@ class VisitMapper:
     def __init__(self, config: MappingConfig, encoder: FeatureEncoder, segmenter: Segmenter | None = None) -> None:
         self.config = config
         self.encoder = encoder
-        self.segmenter = segmenter if segmenter is not None else make_segmenter(config.segmenter)
+        self.segmenter = (
+            segmenter if segmenter is not None else make_segmenter(config.segmenter, encoder=config.encoder)
+        )
         self.visit: int | None = None
         self.stamps: list[int] = []
         self.unassigned = 0

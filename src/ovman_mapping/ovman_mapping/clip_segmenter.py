@@ -1,0 +1,90 @@
+"""The ``clip`` segmenter: class-agnostic proposals from pixels, labelled by open_clip crop features.
+
+For workstations with local CLIP weights (``mapping_node.encoder.clip_weights``), and the default
+of the agent's arms on AI2-THOR, where the learned network's training assets do not apply.
+
+1. **Proposals**: the learned segmenter's class-agnostic path
+   (:func:`ovman_mapping.learned_segmenter.segments_from_probabilities`: connected cells that are
+   not "none", split by the boundary head), its class labels dropped. It reads RGB and depth only.
+2. **Features**: each proposal's bounding crop of the RGB image (grown by
+   ``encoder.crop_padding``) through open_clip's image tower (:class:`ovman_mapping.encoders.ClipEncoder`):
+   the unit vector becomes the segment's ``embedding``.
+3. **Labels**: the softmax over the vocabulary of the cosine similarities between that feature
+   and the vocabulary's prompts (``encoder.clip_prompt``), scaled by the model's own learned
+   logit scale (CLIP's zero-shot classifier); shares under 1e-3 are dropped and the rest
+   renormalised. The confidence is the top share.
+
+With random weights (tests only) the labels are meaningless but the path is the real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ovman_core.config import EncoderConfig, SegmenterConfig
+from ovman_mapping.encoders import ClipEncoder, padded_crop
+from ovman_mapping.learned_segmenter import LearnedSegmenter
+from ovman_mapping.segmenter import Segment, Segmentation
+
+if TYPE_CHECKING:
+    from ovman_sim.world import Observation
+
+MIN_SHARE = 1e-3
+"""Label shares below this are dropped (as the learned segmenter does)."""
+
+
+class ClipSegmenter:
+    """Learned class-agnostic proposals with open_clip labels and embeddings (see the module docstring)."""
+
+    kind = "clip"
+    reads_simulator_segments = False
+
+    def __init__(
+        self, config: SegmenterConfig, encoder: EncoderConfig, vocabulary: Sequence[str] | None = None
+    ) -> None:
+        self.proposals = LearnedSegmenter(config, vocabulary)
+        self.vocabulary = self.proposals.vocabulary
+        self.encoder = ClipEncoder(encoder)
+        self.padding = encoder.crop_padding
+        self._text: np.ndarray | None = None
+
+    @property
+    def description(self) -> str:
+        return f"clip segmenter: proposals of {self.proposals.description}; labels by {self.encoder.description}"
+
+    def warm_up(self) -> None:
+        self.proposals.warm_up()
+        self.encoder.warm_up()
+
+    def _prompts(self) -> np.ndarray:
+        """(K, D) unit text vectors of the vocabulary (computed once)."""
+        if self._text is None:
+            self._text = self.encoder.embed_labels(list(self.vocabulary))
+        return self._text
+
+    def segment(self, observation: Observation) -> Segmentation:
+        proposals = self.proposals.segment(observation)
+        if not proposals.segments:
+            return proposals
+        rgb = np.asarray(observation.rgb)
+        crops = []
+        for k in range(1, len(proposals.segments) + 1):
+            rows, cols = np.nonzero(proposals.ids == k)
+            crops.append(padded_crop(rgb, (rows.min(), cols.min(), rows.max() + 1, cols.max() + 1), self.padding))
+        features = self.encoder.embed_images(crops)
+        text = self._prompts()
+        scale = float(self.encoder.logit_scale)
+        logits = scale * (features @ text.T)
+        logits -= logits.max(axis=1, keepdims=True)
+        shares = np.exp(logits)
+        shares /= shares.sum(axis=1, keepdims=True)
+        segments = []
+        for row, feature in zip(shares, features, strict=True):
+            kept = np.nonzero(row >= MIN_SHARE)[0]
+            total = float(row[kept].sum())
+            labels = {self.vocabulary[i]: float(row[i] / total) for i in kept}
+            segments.append(Segment(labels, float(row.max()), np.asarray(feature, dtype=float)))
+        return Segmentation(proposals.ids, tuple(segments))
