@@ -5,12 +5,20 @@ from __future__ import annotations
 import base64
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from ovman_core.config import load_config, to_document
 from ovman_eval.cli import main
-from ovman_eval.report import REPORT_HTML, REPORT_MD, draw_episode, figure_map_quality, write_report
+from ovman_eval.report import (
+    REPORT_HTML,
+    REPORT_MD,
+    _perception_tables,
+    draw_episode,
+    figure_map_quality,
+    write_report,
+)
 from ovman_eval.results import (
     ARM_ORDER,
     FINISHED,
@@ -24,6 +32,7 @@ from ovman_eval.results import (
     to_json_line,
 )
 from ovman_eval.tables import all_tables
+from ovman_mapping.learned_segmenter import MANIFEST_FILE, PACKAGED_MODEL
 
 from .benchmark_records import RELATIONS, map_summary, memory, record, sketch
 
@@ -111,8 +120,36 @@ def test_html_report_embeds_the_summary_figures_and_links_the_episodes(reported)
     assert len(embedded) == 5
     assert all(base64.b64decode(data).startswith(PNG_MAGIC) for data in embedded)
     assert "href='figures/episodes/e3.png'" in page
-    # + the parser's accuracy and the episode table
-    assert page.count("<table>") == len(all_tables(read_results(run_dir))) + 2
+    # + the parser's accuracy, the perception tables and the episode table
+    perception = _perception_tables(run_dir)
+    assert page.count("<table>") == len(all_tables(read_results(run_dir))) + 2 + len(perception)
+
+
+def test_the_perception_section_scores_the_agents_segmenter_on_held_out_homes(reported):
+    _, md_path, _ = reported
+    markdown = md_path.read_text()
+    section = markdown[markdown.index("## Perception") : markdown.index("## Map and memory")]
+    assert "### Perception: the agent's segmenter on held-out homes" in section
+    manifest = json.loads((PACKAGED_MODEL / MANIFEST_FILE).read_text())
+    held = manifest["held_out"]
+    assert f"| baseline | {held['precision']:.3f} | {held['recall']:.3f} | {held['accuracy']:.3f} |" in section
+    for condition in ("low_light", "texture"):
+        assert f"| {condition} | {held['conditions'][condition]['precision']:.3f} |" in section
+    assert "### Perception: most frequent confusions" in section
+
+
+def test_the_perception_section_says_why_when_there_is_no_segmenter_to_score(tmp_path):
+    run_dir = make_run_dir(tmp_path)
+    run = json.loads((run_dir / RUN_FILE).read_text())
+    segmenter = run["identity"]["config"]["mapping_node"]["ros__parameters"]["segmenter"]
+    segmenter["kind"] = "simulator"
+    (run_dir / RUN_FILE).write_text(json.dumps(run))
+    assert "no segmenter to score" in _perception_tables(run_dir)
+    segmenter.update(kind="learned", model=str(tmp_path / "nowhere"))
+    (run_dir / RUN_FILE).write_text(json.dumps(run))
+    assert _perception_tables(run_dir).startswith("unavailable:") and "nowhere" in _perception_tables(run_dir)
+    md_path, _ = write_report(run_dir, episode_figures=False)
+    assert "**perception**: unavailable" in md_path.read_text()
 
 
 def test_report_says_why_the_parser_table_is_missing_without_the_runs_configuration(tmp_path):
@@ -160,3 +197,18 @@ def test_ovman_report_on_an_unfinished_run_says_how_to_finish_it(tmp_path, capsy
     assert "run `ovman benchmark` again to resume" in capsys.readouterr().err
     with pytest.raises(ResultsError):
         read_results(tmp_path)
+
+
+def test_episode_figures_drawn_in_two_processes_are_the_same_files(tmp_path):
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = make_run_dir(tmp_path / "one")
+    two = make_run_dir(tmp_path / "two")
+    write_report(one)
+    write_report(two, workers=2)
+    for i in range(EPISODES):
+        name = Path("figures") / "episodes" / f"e{i}.png"
+        assert (one / name).read_bytes() == (two / name).read_bytes()
+    assert (one / REPORT_MD).read_text().replace(str(one), "") == (two / REPORT_MD).read_text().replace(str(two), "")
+    with pytest.raises(ValueError, match="workers"):
+        write_report(one, workers=0)

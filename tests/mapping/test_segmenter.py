@@ -239,7 +239,7 @@ def test_the_clip_backend_labels_the_learned_proposals_with_open_clip_crop_featu
     world.reset("embedded-11")
     frame = world.observe()
     clip_config = dataclasses.replace(CONFIG, kind="clip", model="")
-    with pytest.raises(SegmenterError, match="needs mapping_node.encoder"):
+    with pytest.raises(SegmenterError, match=r"needs mapping_node\.encoder"):
         make_segmenter(clip_config)
     clip = make_segmenter(clip_config, encoder=dataclasses.replace(config.mapping_node.encoder, clip_weights=""))
     assert clip.kind == "clip" and not clip.reads_simulator_segments

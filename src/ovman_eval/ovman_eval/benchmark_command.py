@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         from ovman_eval.report import write_report
 
         clock = time.monotonic()
-        md, html_path = write_report(summary.run_dir, episode_figures=not args.no_episode_figures)
+        md, html_path = write_report(summary.run_dir, episode_figures=not args.no_episode_figures, workers=workers)
         report_note = f"; report {md} and {html_path} ({time.monotonic() - clock:.1f} s)"
     print(run_summary_text(summary.records))
     print(f"\nrun {summary.run_dir}: {len(summary.records)} results in {run_s:.1f} s{report_note}")
@@ -245,6 +245,7 @@ def run_summary_text(records: Sequence[ResultRecord]) -> str:
 def add_report(parser: argparse.ArgumentParser) -> object:
     parser.add_argument("run", help="a finished run directory (runs/<stamp>)")
     parser.add_argument("--no-episode-figures", action="store_true", help="skip the per-episode figures")
+    parser.add_argument("--workers", type=int, default=1, help="processes drawing the per-episode figures (default 1)")
     return run_report
 
 
@@ -253,7 +254,7 @@ def run_report(args: argparse.Namespace) -> int:
     from ovman_eval.results import read_results
 
     try:
-        md, html_path = write_report(Path(args.run), episode_figures=not args.no_episode_figures)
+        md, html_path = write_report(Path(args.run), episode_figures=not args.no_episode_figures, workers=args.workers)
         records = read_results(Path(args.run))
     except ResultsError as err:
         print(f"ovman report: {err}", file=sys.stderr)

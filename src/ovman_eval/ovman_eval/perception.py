@@ -46,6 +46,9 @@ from ovman_sim.homes import CATEGORIES, perception_scene
 from ovman_sim.tours import tour_observations
 from ovman_sim.world import Condition, Observation
 
+STRESS_CONDITIONS = tuple(c.value for c in Condition if c is not Condition.BASELINE)
+"""The stress conditions a model's held-out figures are also taken under."""
+
 VOCABULARY: tuple[str, ...] = tuple(sorted(CATEGORIES))
 """The embedded world's categories, in the order of the network's classes 1..K."""
 
@@ -253,11 +256,21 @@ def train_perception(config: OvmanConfig, out: Path, progress: Progress | None =
 
     atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     segmenter = LearnedSegmenter(dataclasses.replace(config.mapping_node.segmenter, model=str(out)))
-    held_out = evaluate(segmenter, perception_frames(config, "test", params.test_homes), config)
-    manifest["held_out"] = {k: held_out[k] for k in ("precision", "recall", "accuracy", "segments", "frames")}
-    manifest["held_out"]["test_scenes"] = [perception_scene("test", k) for k in range(params.test_homes)]
+    manifest["held_out"] = held_out_figures(segmenter, config, params.test_homes)
     atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
+
+
+def held_out_figures(segmenter: Segmenter, config: OvmanConfig, homes: int) -> dict[str, Any]:
+    """What a model's manifest holds under ``held_out`` (and every benchmark report's Perception
+    section shows): :func:`evaluate` on the first ``homes`` held-out homes, with their names, and
+    the same under each stress condition (``conditions``: condition → figures)."""
+    figures = evaluate(segmenter, perception_frames(config, "test", homes), config)
+    figures["test_scenes"] = [perception_scene("test", k) for k in range(homes)]
+    figures["conditions"] = {
+        c: evaluate(segmenter, perception_frames(config, "test", homes, c), config) for c in STRESS_CONDITIONS
+    }
+    return figures
 
 
 # --------------------------------------------------------------------------------------------- evaluation

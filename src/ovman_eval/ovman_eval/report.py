@@ -17,7 +17,8 @@ accuracy under the run's configuration and the admissibility sweep's table:
   emphasised), the association, the ground truth of the category, the answer, every arm's
   prediction and the two-visit agent's path.
 
-Sections: the headline, Figures, Tables (the paper's), Map and memory (map and memory tables,
+Sections: the headline, Figures, Tables (the paper's), Perception (the agent's segmenter on the
+held-out perception homes, from its model's manifest), Map and memory (map and memory tables,
 the stress-condition comparison, ``map_quality.png``), Validity checks (seeds, memory margin,
 admissibility sweep, text queries, parser), Episodes. ``report.md`` links the figures;
 ``report.html`` is one file with the summary figures embedded (base64 PNG) and the per-episode
@@ -31,7 +32,9 @@ import base64
 import html
 import json
 import math
+import multiprocessing
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -574,12 +577,88 @@ def _parser_table(run_dir: Path) -> Table | str:
     return parser_table(evaluate_parser(QueryParser(parser), training_phrasings()), held_out_accuracy(parser))
 
 
+def _perception_tables(run_dir: Path) -> list[Table] | str:
+    """The agent's segmenter on the held-out perception homes, from its model's manifest (what
+    ``ovman train-perception`` measured: :func:`ovman_eval.perception.held_out_figures`), or why
+    there is nothing to show."""
+    from ovman_mapping.learned_segmenter import model_directory, read_manifest
+    from ovman_mapping.segmenter import SegmenterError
+
+    document = _read_json(run_dir / RUN_FILE).get("identity", {}).get("config")
+    if document is None:
+        return f"unavailable: {run_dir / RUN_FILE} holds no configuration"
+    try:
+        segmenter = config_from_document(document, f"{run_dir / RUN_FILE} (identity.config)").mapping_node.segmenter
+    except ConfigError as err:
+        return f"unavailable: the run's configuration does not load with this code ({err})"
+    if segmenter.kind == "simulator":
+        return "the agent read the simulator's segments and labels (ground truth): no segmenter to score"
+    try:
+        manifest = read_manifest(model_directory(segmenter))
+    except SegmenterError as err:
+        return f"unavailable: {err}"
+    held = manifest.get("held_out") or {}
+    figures = {"baseline": held, **(held.get("conditions") or {})}
+    if "precision" not in held:
+        return f"unavailable: {model_directory(segmenter)} has no held-out figures in its manifest"
+    rows = tuple(
+        (
+            name,
+            f"{f['precision']:.3f}",
+            f"{f['recall']:.3f}",
+            f"{f['accuracy']:.3f}",
+            str(f.get("predicted", "–")),
+            str(f.get("segments", "–")),
+            str(f.get("frames", "–")),
+        )
+        for name, f in figures.items()
+        if "precision" in f
+    )
+    scenes = held.get("test_scenes") or []
+    labels = "its proposals; the labels are open_clip's" if segmenter.kind == "clip" else "segments and labels"
+    notes = (
+        f"The agent's segmenter ({segmenter.kind}, model {manifest['weights_sha256'][:12]}…, {labels}) on "
+        f"{len(scenes)} held-out perception homes ({', '.join(scenes[:2])}{', …' if len(scenes) > 2 else ''}), "
+        "seeds disjoint from every benchmark scene; precision and recall of segments at mask IoU ≥ "
+        f"{held.get('iou_threshold', 0.5)}, top-1 accuracy of the matched ones. From the model's manifest "
+        "(`ovman eval-perception` measures any model anew).",
+    )
+    tables = [
+        Table(
+            "perception",
+            "Perception: the agent's segmenter on held-out homes",
+            ("condition", "precision", "recall", "accuracy", "predicted", "true segments", "frames"),
+            rows,
+            notes,
+        )
+    ]
+    confusions = held.get("confusions") or []
+    per_category = held.get("per_category") or {}
+    if confusions or per_category:
+        worst = sorted(per_category.items(), key=lambda item: (item[1]["accuracy"], item[0]))[:5]
+        rows = tuple((f"{c['true']} → {c['predicted']}", str(c["count"]), "", "") for c in confusions[:8]) + tuple(
+            (f"{name} (accuracy)", "", f"{row['accuracy']:.3f}", str(row["matched"])) for name, row in worst
+        )
+        tables.append(
+            Table(
+                "perception_confusions",
+                "Perception: most frequent confusions and the least accurate categories (baseline)",
+                ("true → predicted / category", "count", "accuracy", "matched"),
+                rows,
+            )
+        )
+    return tables
+
+
 def _embed(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def write_report(run_dir: str | Path, *, episode_figures: bool = True) -> tuple[Path, Path]:
-    """Write ``report.md``, ``report.html`` and the figures of a finished run; returns both reports."""
+def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: int = 1) -> tuple[Path, Path]:
+    """Write ``report.md``, ``report.html`` and the figures of a finished run; returns both reports.
+    ``workers``: processes drawing the per-episode figures (the same files whatever the number)."""
+    if workers < 1:
+        raise ValueError(f"write_report: workers must be at least 1, got {workers}")
     run_dir = Path(run_dir)
     records = read_results(run_dir)
     sketches = read_sketches(run_dir)
@@ -597,16 +676,18 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True) -> tuple[
         made = make(first_seed, figures / name)
         if made is not None:
             summary.append((title, made))
-    episodes: list[tuple[ResultRecord, Path | None]] = []
     by_episode: dict[str, list[ResultRecord]] = {}
     for record in first_seed:
         by_episode.setdefault(record.episode_id, []).append(record)
-    for episode_id, recs in by_episode.items():
-        sketch = sketches.get(recs[0].group_id)
-        figure = None
-        if episode_figures and sketch is not None:
-            figure = draw_episode(sketch, recs, figures / EPISODE_FIGURES / f"{episode_id}.png")
-        episodes.append((recs[0], figure))
+    drawn: dict[str, Path] = {}
+    if episode_figures:
+        jobs = [
+            (sketches[recs[0].group_id], recs, figures / EPISODE_FIGURES / f"{episode_id}.png")
+            for episode_id, recs in by_episode.items()
+            if recs[0].group_id in sketches
+        ]
+        drawn = dict(zip((job[2].stem for job in jobs), _draw_episodes(jobs, workers), strict=True))
+    episodes = [(recs[0], drawn.get(episode_id)) for episode_id, recs in by_episode.items()]
     tables = all_tables(records, seed)
     facts = _run_facts(run_dir, records)
     parser = _parser_table(run_dir)
@@ -614,6 +695,11 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True) -> tuple[
         tables.append(parser)
     else:
         facts.append(("parser accuracy", parser))
+    perception = _perception_tables(run_dir)
+    if isinstance(perception, str):
+        facts.append(("perception", perception))
+    else:
+        tables.extend(perception)
     swept = read_sweep(run_dir)
     if swept is not None:
         tables.append(sweep_table(swept))
@@ -627,6 +713,19 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True) -> tuple[
     atomic_write_text(md_path, _markdown(run_dir, facts, tables, summary, episodes, by_episode))
     atomic_write_text(html_path, _html(run_dir, facts, tables, summary, episodes, by_episode))
     return md_path, html_path
+
+
+def _draw_episodes(jobs: Sequence[tuple[EpisodeSketch, Sequence[ResultRecord], Path]], workers: int) -> list[Path]:
+    """:func:`draw_episode` of every job, in ``workers`` processes (forked: matplotlib is loaded)."""
+    if workers == 1 or len(jobs) < 2:
+        return [draw_episode(*job) for job in jobs]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        return list(pool.map(_draw_job, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+
+
+def _draw_job(job: tuple[EpisodeSketch, Sequence[ResultRecord], Path]) -> Path:
+    return draw_episode(*job)
 
 
 def _episode_row(recs: Sequence[ResultRecord]) -> list[str]:
@@ -643,6 +742,7 @@ def _episode_row(recs: Sequence[ResultRecord]) -> list[str]:
 
 
 SECTIONS = (
+    ("Perception", ("perception", "perception_confusions"), ()),
     ("Map and memory", ("maps", "memory", "appearance", "stress_success", "stress_maps"), ("map_quality.png",)),
     ("Validity checks", ("seeds", "margin", "sweep", "rejections", "text_queries", "parser"), ()),
 )
