@@ -13,11 +13,12 @@ the other nodes:
    (:class:`ovman_eval.graph_run.PlayedTruth`), every one of them (PlayTour says how many).
 2. **Static gate**, per (episode, arm, seed), right after the group's maps (query_node holds them
    until the next group's replace them): ``/ovman/query`` with the episode's noun phrase and
-   relation for two_visit, oracle_grounding and category_only, and with the query's text for
-   two_visit_text; the other arms run here from the
+   relation for two_visit and category_only, and with the query's text for two_visit_text; the
+   other arms run here from the
    received maps and the episode record (:data:`ovman_eval.graph_run.QUERY_ARMS` says why).
 3. **Embodied run** (unless ``run.static_only``): ``/sim_node/load_visit`` with the evaluated world
-   (the objects at the end of the visit-2 recording, the start pose, the mover), then
+   (the objects at the end of the visit-2 recording, the start pose, the mover, the recording's
+   condition and its seed), then
    ``/ovman/navigate`` through :class:`ovman_nav.commander.OvmanCommander` with the arm's goal and
    answer footprint; a moving target is followed by publishing one target update per frame, a
    point and a footprint (the oracle arms the instance's from ``/ovman/ground_truth``, the map arms

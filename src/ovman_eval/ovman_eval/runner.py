@@ -21,9 +21,14 @@ For each recorded group of a dataset (an episode, or the episodes of one multi-c
    certification oracle did.
 
 Arms: ``two_visit``, ``two_visit_text`` (the same agent given the query's text, so the relation
-is inferred by the parser), ``single_visit`` (a seeded uniform pick among the visit-2 grounded instances;
-its seed comes from ``query_node.seed``, the run seed and the episode id), ``oracle_grounding``,
-``oracle_positions``, ``given_answer`` and the ``category_only`` baseline (:mod:`ovman_query.arms`).
+is inferred by the parser), ``sim_perception`` (the same agent on maps built from the simulator's
+segments, from the same reading of the recordings), ``single_visit`` (a seeded uniform pick among
+the visit-2 grounded instances; its seed comes from ``query_node.seed``, the run seed and the
+episode id), ``oracle_grounding`` (the agent's maps, grounded by the true category of each
+instance's points: ``GroupMaps.shares``), ``oracle_positions``, ``given_answer`` and the
+``category_only`` baseline (:mod:`ovman_query.arms`). Every arm but sim_perception reads the
+agent's maps, built with ``mapping_node.segmenter`` (the learned segmenter by default: pixels
+only), and its moving-target tracker segments the live frames with that segmenter.
 The agent is given the category and the relation (the paper's default) except in two_visit_text.
 Run seeds reseed the agents' stochastic choices, not the simulator: the mover always restarts with
 the episode's seed.
