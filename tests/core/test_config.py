@@ -1,12 +1,17 @@
 """The typed config: the shipped file loads, bad files fail naming the file and the key."""
 
+import dataclasses
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
 
 from ovman_core.config import (
+    INT64,
     ConfigError,
+    OvmanConfig,
+    Range,
     default_config_path,
     load_config,
     node_parameters,
@@ -127,3 +132,166 @@ def test_ros_array_parameters_read_back_as_config_lists():
     assert parameter_value(array.array("q", [0, 1])) == [0, 1]
     assert parameter_value(("a", "b")) == ["a", "b"]
     assert parameter_value(1.5) == 1.5
+
+
+# ------------------------------------------------------------------------------------ ranges
+
+
+def numeric_fields(cls: type, prefix: str = "") -> list[tuple[str, typing.Any]]:
+    """(dotted name, type hint) of every int or float field, or list of them, under ``cls``."""
+    out = []
+    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        base = typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
+        if dataclasses.is_dataclass(base):
+            out += numeric_fields(base, f"{prefix}{name}.")
+        elif typing.get_origin(base) is list:
+            (item,) = typing.get_args(base)
+            out.append((f"{prefix}{name}[]", item))
+        elif base in (int, float):
+            out.append((prefix + name, hint))
+    return [(name, hint) for name, hint in out if name != "source"]
+
+
+def test_every_numeric_field_and_list_item_declares_its_range():
+    fields = numeric_fields(OvmanConfig)
+    assert len(fields) > 150
+    for name, hint in fields:
+        base = typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
+        if base in (str, bool):
+            continue
+        ranges = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Range)]
+        assert len(ranges) == 1, f"{name}: declare its range, e.g. Positive or Annotated[float, Range(...)]"
+        (bounds,) = ranges
+        if base is int:
+            assert bounds.low is not None and bounds.high is not None, f"{name}: an int needs both bounds"
+            assert bounds.low in INT64 and bounds.high in INT64, f"{name}: bounds beyond a ROS int64"
+
+
+def set_value(document: dict, dotted: str, value: object) -> None:
+    """Set ``dotted`` (``section.ros__parameters.a.b``) of the YAML document."""
+    *parents, leaf = dotted.split(".")
+    node = document[parents[0]]
+    for part in parents[1:]:
+        node = node[part]
+    node[leaf] = value
+
+
+def load_error(tmp_path: Path, document: dict) -> str:
+    path = write(tmp_path, document)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    return str(err.value).removeprefix(f"{path}: ")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("/**.ros__parameters.task.success_radius", -1.0, "-1.0: expected > 0"),
+        ("/**.ros__parameters.task.success_radius", float("nan"), "nan: expected a finite number > 0"),
+        ("/**.ros__parameters.task.success_radius", float("inf"), "inf: expected a finite number > 0"),
+        ("/**.ros__parameters.task.success_radius", float("-inf"), "-inf: expected a finite number > 0"),
+        ("mapping_node.ros__parameters.mapping.pixel_stride", 0, "0: expected in [1, 16384]"),
+        ("/**.ros__parameters.task.max_steps", -5, "-5: expected in [1, 1000000]"),
+        (
+            "/**.ros__parameters.task.max_steps",
+            100000000000000000000000000000,
+            "100000000000000000000000000000: expected in [1, 1000000]",
+        ),
+        ("query_node.ros__parameters.grounding.delta_g", -1.0, "-1.0: expected >= 0"),
+        ("mapping_node.ros__parameters.mapping.voxel_size", 0.0, "0.0: expected > 0"),
+        ("mapping_node.ros__parameters.mapping.voxel_size", -0.05, "-0.05: expected > 0"),
+        ("sim_node.ros__parameters.physics.knock_probability", 1.5, "1.5: expected in [0, 1]"),
+        ("sim_node.ros__parameters.world.horizon_min_deg", -91.0, "-91.0: expected in [-90, 90]"),
+        ("sim_node.ros__parameters.camera.vertical_fov_deg", 180.0, "180.0: expected in (0, 180)"),
+        ("query_node.ros__parameters.seed", -1, "-1: expected in [0, 9223372036854775807]"),
+        ("benchmark_node.ros__parameters.perception.decoder_stages", 4, "4: expected in [1, 3]"),
+    ],
+)
+def test_a_value_out_of_range_is_rejected_naming_file_key_and_range(tmp_path, document, key, value, expected):
+    set_value(document, key, value)
+    assert load_error(tmp_path, document) == f"'{key}' = {expected}"
+
+
+def test_nan_written_in_yaml_is_rejected(tmp_path):
+    path = tmp_path / "ovman.yaml"
+    path.write_text(default_config_path().read_text().replace("success_radius: 1.0 ", "success_radius: .nan "))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}: '/**.ros__parameters.task.success_radius' = nan: expected a finite number > 0"
+
+
+def test_list_items_are_range_checked(tmp_path, document):
+    set_value(document, "benchmark_node.ros__parameters.benchmark.seeds", [0, -1])
+    assert load_error(tmp_path, document) == (
+        "'benchmark_node.ros__parameters.benchmark.seeds[1]' = -1: expected in [0, 9223372036854775807]"
+    )
+    set_value(document, "benchmark_node.ros__parameters.benchmark.seeds", [0])
+    set_value(document, "sim_node.ros__parameters.embedded.light_direction", [0.35, float("nan"), 0.2])
+    assert load_error(tmp_path, document) == (
+        "'sim_node.ros__parameters.embedded.light_direction[1]' = nan: expected a finite number in [-1, 1]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "low", "high", "low_value", "high_value", "relation"),
+    [
+        ("sim_node.ros__parameters.embedded", "rooms_min", "rooms_max", 4, 3, ">="),
+        ("sim_node.ros__parameters.embedded", "room_size_min", "room_size_max", 5.0, 4.0, ">="),
+        ("sim_node.ros__parameters.embedded", "furniture_per_room_min", "furniture_per_room_max", 5, 4, ">="),
+        ("sim_node.ros__parameters.embedded", "small_objects_per_room_min", "small_objects_per_room_max", 9, 8, ">="),
+        ("sim_node.ros__parameters.world", "horizon_min_deg", "horizon_max_deg", 30.0, 0.0, ">="),
+        ("sim_node.ros__parameters.conditions", "texture_period_min", "texture_period_max", 0.3, 0.2, ">="),
+        ("benchmark_node.ros__parameters.generation", "multi_change_min", "multi_change_max", 3, 2, ">="),
+        ("sim_node.ros__parameters.camera", "near", "far", 1.0, 1.0, ">"),
+        ("/**.ros__parameters.task", "stable_tolerance", "min_displacement", 1.0, 1.0, ">"),
+    ],
+)
+def test_a_maximum_below_its_minimum_is_rejected_naming_both_keys(
+    tmp_path, document, section, low, high, low_value, high_value, relation
+):
+    set_value(document, f"{section}.{low}", low_value)
+    set_value(document, f"{section}.{high}", high_value)
+    assert load_error(tmp_path, document) == (
+        f"'{section}.{high}' = {high_value!r}: expected {relation} '{section}.{low}' ({low_value!r})"
+    )
+
+
+def test_a_duplicate_key_is_rejected_naming_file_line_and_key(tmp_path):
+    lines = default_config_path().read_text().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.strip().startswith("voxel_size:"))
+    lines.insert(first + 1, "      voxel_size: 0.1\n")
+    path = tmp_path / "ovman.yaml"
+    path.write_text("".join(lines))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}: line {first + 2}: duplicate key 'voxel_size' (first at line {first + 1})"
+
+
+def test_yaml_tags_that_would_run_code_are_refused(tmp_path):
+    path = tmp_path / "ovman.yaml"
+    path.write_text("x: !!python/object/apply:os.system ['true']\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
+
+
+def test_a_file_that_is_not_utf8_is_rejected_naming_the_byte_offset(tmp_path):
+    data = default_config_path().read_bytes()
+    offset = data.index(b"# R (m)") + 2
+    path = tmp_path / "ovman.yaml"
+    path.write_bytes(data[:offset] + b"\xff" + data[offset:])
+    line = data.count(b"\n", 0, offset) + 1
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}: not UTF-8 text: byte 0xff at byte offset {offset} (line {line})"
+
+
+def test_a_parameter_override_out_of_range_names_the_parameter():
+    config = load_config()
+    with pytest.raises(ConfigError) as err:
+        with_parameters(config, "query_node", {"grounding.delta_g": -1.0})
+    assert str(err.value) == (
+        f"{config.source} + parameters of query_node: 'query_node.ros__parameters.grounding.delta_g' = -1.0: "
+        "expected >= 0"
+    )
+    with pytest.raises(ConfigError, match=r"'/\*\*\.ros__parameters\.task\.max_steps' = 0: expected in \[1, 1000000\]"):
+        with_parameters(config, "nav_node", {"task.max_steps": 0})

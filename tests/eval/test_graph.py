@@ -528,3 +528,96 @@ def test_ovman_launch_refuses_a_missing_dataset_before_starting_nodes(tmp_path: 
     assert main(["launch", "benchmark", "--dataset", str(tmp_path / "none"), "--log-dir", str(tmp_path / "logs")]) == 2
     assert "dataset" in capsys.readouterr().err
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_main_node_killed_by_a_signal_is_named_with_the_signal_and_the_shells_exit_code(tmp_path: Path, capsys):
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    stand_ins(code_dir, waiter="signal.pause()", main=WAIT_FOR_WAITER + "import os\nos.kill(os.getpid(), 9)")
+    env = {"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}
+    code = run_graph(
+        [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+    )
+    assert code == 137
+    assert re.search(r"main \(pid \d+\) was killed by SIGKILL \(exit code 137\)", capsys.readouterr().err)
+
+
+LAUNCHER = """
+import sys
+from pathlib import Path
+from ovman_eval import graph
+from ovman_eval.launch_command import run_graph
+code_dir, logs, config = map(Path, sys.argv[1:4])
+nodes = [graph.NodeSpec(n, "pkg", n, n, {{"x": 1}}, ends_graph=n == "main") for n in ("waiter", "main")]
+run_graph(nodes, config, logs, env={{"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}})
+"""
+
+
+def test_a_sigkilled_launcher_leaves_no_orphan_nodes(tmp_path: Path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    pid_body = "import os\npathlib.Path(sys.argv[0]).with_suffix('.pid').write_text(str(os.getpid()))\nsignal.pause()"
+    stand_ins(code_dir, waiter=pid_body, main=pid_body)
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(LAUNCHER.format())
+    process = subprocess.Popen(
+        [sys.executable, str(launcher), str(code_dir), str(tmp_path / "logs"), str(REPO / "config" / "ovman.yaml")]
+    )
+    pids = [code_dir / "waiter.pid", code_dir / "main.pid"]
+    deadline = time.monotonic() + 60.0
+    while not all(p.exists() and p.read_text() for p in pids):
+        assert time.monotonic() < deadline and process.poll() is None, "the stand-in nodes never started"
+        time.sleep(0.05)
+    nodes = [int(p.read_text()) for p in pids]
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        # A zombie is dead: its parent (init, after the launcher died) has not reaped it yet.
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+
+    deadline = time.monotonic() + 30.0
+    while any(alive(pid) for pid in nodes):
+        assert time.monotonic() < deadline, f"nodes {nodes} outlived their SIGKILLed launcher"
+        time.sleep(0.05)
+
+
+@pytest.mark.ros
+def test_nodes_of_the_graph_already_on_the_domain_are_found(tmp_path: Path):
+    import rclpy
+
+    from ovman_eval.launch_command import nodes_on_domain
+
+    context = rclpy.Context()
+    rclpy.init(args=[], context=context)
+    try:
+        orphan = rclpy.create_node("query_node", context=context)
+        assert nodes_on_domain(list(NODES), 20.0) == ["query_node"]
+        orphan.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def test_ovman_launch_refuses_to_start_beside_a_graph_already_on_the_domain(
+    dataset: Path, tmp_path: Path, capsys, monkeypatch
+):
+    from ovman_eval import launch_command
+    from ovman_eval.cli import main
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(launch_command, "nodes_on_domain", lambda names, wait: seen.append(names) or ["sim_node"])
+    monkeypatch.setattr(launch_command, "run_graph", lambda *a, **k: pytest.fail("the graph must not start"))
+    monkeypatch.setenv("ROS_DOMAIN_ID", "142")
+    assert main(["launch", "benchmark", "--dataset", str(dataset), "--log-dir", str(tmp_path / "logs")]) == 2
+    err = capsys.readouterr().err
+    assert "ROS_DOMAIN_ID=142 already has node(s) sim_node" in err and "another ROS_DOMAIN_ID" in err
+    assert set(NODES) <= set(seen[0])

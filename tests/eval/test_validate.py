@@ -3,6 +3,7 @@ problem reported, each naming the episode and the field."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -147,3 +148,143 @@ def test_a_directory_without_a_dataset_fails(tmp_path, capsys):
     assert main(["validate", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "dataset: manifest.json:" in out and "dataset: episodes.jsonl: missing" in out
+
+
+def _blocked_cell(scene: str):
+    """A point of the scene's grid that the walls alone block (the agent would stand in a wall)."""
+    from ovman_core.config import load_config
+    from ovman_core.world_state import AgentPose, WorldState
+    from ovman_sim.embedded import EmbeddedWorld
+
+    world = EmbeddedWorld(load_config().sim_node)
+    world.reset(scene)
+    grid = world.home.grid(0.25)
+    for x in grid.xs():
+        for z in grid.zs():
+            try:
+                world.reset(scene, WorldState.of([]), AgentPose(float(x), float(z), 0.0, 0.0))
+            except ValueError as err:
+                if "blocked" in str(err):
+                    return float(x), float(z)
+    raise AssertionError("no wall cell found")
+
+
+def _with_start(dataset, episode, **pose):
+    def edit(doc):
+        if doc["episode_id"] == episode:
+            doc["start_pose"].update(pose)
+
+    _rewrite(dataset, edit)
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    manifest["episodes_sha256"] = hashlib.sha256((dataset / "episodes.jsonl").read_bytes()).hexdigest()
+    (dataset / "manifest.json").write_text(json.dumps(manifest))  # a consistent edit: only the pose is wrong
+
+
+@pytest.mark.parametrize(
+    ("pose", "expected"),
+    [
+        ({"x": 1000.25}, "not a point of the 0.25 m grid inside the home"),
+        ({"x": 1.8}, "not a point of the 0.25 m grid"),
+        ({"yaw_deg": 45.0}, "yaw 45.0 is not a multiple of world.rotate_step_deg = 90.0"),
+        ({"horizon_deg": 80.0}, "horizon 80.0 is outside [-30.0, 60.0]"),
+    ],
+)
+def test_a_start_pose_the_agent_cannot_take_is_reported_by_the_cheap_checks(dataset, pose, expected):
+    _with_start(dataset, "former-0000", **pose)
+    for full in (False, True):
+        problems = [p for p in validate_dataset(dataset, full=full).problems if p.episode == "former-0000"]
+        assert [p.field for p in problems] == ["start_pose"] and expected in problems[0].message
+
+
+def test_a_start_pose_inside_a_wall_is_reported(dataset):
+    x, z = _blocked_cell("embedded-0")
+    _with_start(dataset, "moving-0000", x=x, z=z)
+    (problem,) = validate_dataset(dataset, full=False).problems
+    assert problem.episode == "moving-0000" and "not placeable in the scene's walls" in problem.message
+    assert "blocked" in problem.message
+
+
+def test_a_start_pose_on_an_object_of_the_evaluated_world_is_reported_by_the_full_checks(dataset):
+    from ovman_core.config import load_config
+    from ovman_core.world_state import AgentPose, WorldState
+    from ovman_eval.dataset import read_episodes, recorded_states
+    from ovman_sim.embedded import EmbeddedWorld
+
+    record = next(r for r in read_episodes(dataset) if r.episode_id == "former-0000")
+    end = recorded_states(dataset, record).visit2_end
+    world = EmbeddedWorld(load_config().sim_node)
+    world.reset(record.scene.name)
+    grid = world.home.grid(0.25)
+
+    def problem(objects, x, z):
+        try:
+            world.reset(record.scene.name, objects, AgentPose(float(x), float(z), 0.0, 0.0))
+        except ValueError as err:
+            return str(err)
+        return ""
+
+    x, z = next(
+        (x, z)
+        for x in grid.xs()
+        for z in grid.zs()
+        if not problem(WorldState.of([]), x, z) and "blocked" in problem(end, x, z)
+    )  # clear of the walls, under an object
+    _with_start(dataset, "former-0000", x=float(x), z=float(z))
+    assert not [p for p in validate_dataset(dataset, full=False).problems if p.episode == "former-0000"]
+    (found,) = [p for p in validate_dataset(dataset, full=True).problems if p.episode == "former-0000"]
+    assert found.field == "start_pose" and "not placeable in the evaluated world" in found.message
+
+
+def test_checked_episodes_refuses_a_dataset_that_fails_the_cheap_checks_listing_its_problems(dataset):
+    from ovman_eval.dataset import DatasetError
+    from ovman_eval.validate import checked_episodes
+
+    assert [r.episode_id for r in checked_episodes(dataset)] == ["former-0000", "moving-0000"]
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    manifest["complete"] = False
+    (dataset / "manifest.json").write_text(json.dumps(manifest))
+    lines = _lines(dataset)
+    (dataset / "episodes.jsonl").write_text("\n".join([*lines, lines[0]]) + "\n")  # a duplicate id
+    with pytest.raises(DatasetError) as caught:
+        checked_episodes(dataset)
+    text = str(caught.value)
+    assert "fails validation" in text and "manifest.json: complete" in text and "duplicate of line 1" in text
+    assert "episodes_sha256" in text
+
+
+def test_swapped_visits_are_found_by_the_cheap_checks(dataset):
+    group = dataset / "recordings" / "former-0000"
+    (group / "visit1").rename(group / "swap")
+    (group / "visit2").rename(group / "visit1")
+    (group / "swap").rename(group / "visit2")
+    problems = {(p.episode, p.field) for p in validate_dataset(dataset, full=False).problems}
+    assert {("former-0000", "recordings.visit1"), ("former-0000", "recordings.visit2")} <= problems
+
+
+@pytest.mark.parametrize("flags", [[], ["--validate", "full"]])
+def test_the_benchmark_refuses_a_dataset_that_fails_validation_before_running_anything(
+    dataset, tmp_path, capsys, flags
+):
+    def swap(doc):
+        if doc["episode_id"] == "former-0000":
+            doc["start_pose"]["yaw_deg"] = 45.0
+
+    _rewrite(dataset, swap)  # an edited episode: the manifest's checksum no longer matches
+    out = tmp_path / "runs"
+    assert main(["benchmark", "--dataset", str(dataset), "--out", str(out), "--static-only", "--quiet", *flags]) == 1
+    err = capsys.readouterr().err
+    assert "fails validation" in err and "episodes_sha256" in err and "yaw 45.0 is not a multiple" in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_the_full_validation_of_the_benchmark_finds_a_recording_the_cheap_one_does_not_read(dataset, tmp_path, capsys):
+    visit2 = next((dataset / "recordings" / "moving-0000" / "visit2").glob("*.mcap"))
+    data = bytearray(visit2.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(64)  # damage inside a chunk: metadata and summary stay readable
+    visit2.write_bytes(bytes(data))
+    assert validate_dataset(dataset, full=False).ok
+    out = tmp_path / "runs"
+    command = ["benchmark", "--dataset", str(dataset), "--out", str(out), "--static-only", "--quiet"]
+    assert main([*command, "--validate", "full"]) == 1
+    assert "recordings.visit2" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from ovman_query.change_set import ChangeKind, change_set
 from ovman_query.query_requests import (
     CachingAgent,
     QueryRequest,
+    RejectedMap,
     Status,
     VisitMap,
     answer_query,
@@ -114,6 +115,27 @@ def test_maps_that_cannot_belong_together_are_no_map(agent):
     outcome = ask(agent, visit2=other, category="Vase", relation="moved")
     assert outcome.status is Status.NO_MAP and "same encoder" in outcome.explanation
     assert ask(agent, visit1=None, visit2=None, category="Vase", relation="moved").status is Status.NO_MAP
+
+
+def test_a_refused_map_replaces_the_older_one_and_the_reply_says_why(agent):
+    refused = RejectedMap("/ovman/map/visit2: visit-2 map: instance v2:1: position holds nan")
+    for arm in ("two_visit", "category_only", "single_visit"):
+        outcome = ask(agent, visit2=refused, category="Vase", relation="moved", arm=arm)
+        assert outcome.status is Status.NO_MAP and outcome.point is None
+        assert "latest one received was refused" in outcome.explanation and "position holds nan" in outcome.explanation
+    outcome = ask(agent, visit1=RejectedMap("too large"), category="Vase", relation="moved")
+    assert outcome.status is Status.NO_MAP and "visit-1 map" in outcome.explanation
+    assert "too large" in outcome.explanation
+    # The visit-2-only arms do not need visit 1.
+    outcome = ask(agent, visit1=RejectedMap("too large"), category="Vase", relation="moved", arm="category_only")
+    assert outcome.status is Status.ANSWERED
+
+
+def test_a_non_finite_point_is_never_an_answer(agent):
+    broken = instance("v2:0", "Vase", float("nan"), 4.0, hue=0)
+    held = VisitMap(dataclasses.replace(MAP2, instances=(broken, MAP2.instances[2])), VISIT2.ids, 200)
+    outcome = ask(agent, visit2=held, category="Vase", relation="moved", arm="category_only")
+    assert outcome.status is not Status.ANSWERED and outcome.point is None
 
 
 @pytest.mark.parametrize(

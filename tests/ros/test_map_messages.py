@@ -26,6 +26,7 @@ try:
         instance_map_msg,
         map_markers,
         observation_from_bundle,
+        observation_from_camera,
         observation_from_camera_bundle,
         observation_from_topics,
     )
@@ -52,6 +53,7 @@ pytestmark = pytest.mark.ros
 
 CONFIG = load_config()
 FRAMES = CONFIG.frames
+LIMITS = CONFIG.shared.limits
 STEP_NS = round(CONFIG.mapping_node.node.step_dt * 1e9)
 """0.1 s: the test stamps (4.1 s) give the observation's step (41)."""
 INTRINSICS = Intrinsics.from_vertical_fov(16, 12, 90.0)
@@ -166,6 +168,106 @@ def test_unusable_camera_poses_and_images_are_refused():
         from_bundle(messages)
 
 
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("k", "why"),
+    [
+        ([0.0] * 9, "fx = k"),  # what an uncalibrated driver publishes
+        ([NAN] * 9, "finite"),
+        ([8.0, 0.0, 7.5, 0.0, 8.0, 5.5, 0.0, 0.0, NAN], "finite"),
+        ([INF, 0.0, 7.5, 0.0, 8.0, 5.5, 0.0, 0.0, 1.0], "finite"),
+        ([-8.0, 0.0, 7.5, 0.0, 8.0, 5.5, 0.0, 0.0, 1.0], "must be positive"),
+        ([8.0, 0.5, 7.5, 0.0, 8.0, 5.5, 0.0, 0.0, 1.0], "no skew"),
+        ([8.0, 0.0, 70.5, 0.0, 8.0, 5.5, 0.0, 0.0, 1.0], "principal point"),
+        ([8.0, 0.0, 7.5, 0.0, 8.0, 5.5, 0.0, 0.0, 0.0], "last row"),
+    ],
+)
+def test_a_camera_info_that_is_not_a_pinhole_matrix_is_refused_naming_k(k, why):
+    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
+    messages.camera_info.k = np.array(k, dtype=np.float64)
+    with pytest.raises(MapMessageError, match=rf"CameraInfo\.k = .*{why}"):
+        observation_from_camera(messages.rgb, messages.depth, messages.camera_info, messages.camera_pose, FRAMES.map, 1)
+
+
+def test_a_camera_info_of_zero_size_is_refused():
+    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
+    messages.camera_info.width = 0
+    with pytest.raises(MapMessageError, match="width and height must be positive"):
+        from_bundle(messages)
+
+
+@pytest.mark.parametrize(
+    "position", [(NAN, 0.0, 1.0), (0.0, INF, 1.0), (0.0, 0.0, -INF)], ids=["nan-x", "inf-y", "-inf-z"]
+)
+def test_a_non_finite_camera_pose_is_refused(position):
+    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
+    p = messages.camera_pose.pose.position
+    p.x, p.y, p.z = position
+    with pytest.raises(MapMessageError, match="non-finite position"):
+        camera_from_pose(messages.camera_pose, FRAMES.map)
+
+
+def test_a_zero_quaternion_is_refused():
+    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
+    q = messages.camera_pose.pose.orientation
+    q.x = q.y = q.z = q.w = 0.0
+    with pytest.raises(MapMessageError, match="invalid quaternion"):
+        camera_from_pose(messages.camera_pose, FRAMES.map)
+
+
+def _set(message, path: str, value) -> None:
+    *parents, leaf = path.split(".")
+    target = message
+    for part in parents:
+        target = getattr(target, part)
+    setattr(target, leaf, value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("centroid.x", NAN, "position holds nan"),
+        ("centroid.y", INF, "position holds -?inf"),  # REP 103 y is the world -x
+        ("centroid.z", 1e308, "position holds 1e"),
+        ("centroid.x", -1e308, "position holds -1e"),
+        ("box_min.x", NAN, "box holds nan"),
+        ("box_max.z", INF, "box holds inf"),
+        ("box_max.y", 1e12, "box holds -?1"),
+        ("points", [1e30, 0.0, 0.0], "points holds"),
+        ("feature", [NAN, 0.0, 0.8], "feature holds a non-finite"),
+        ("feature", [INF, 0.0, 0.8], "feature holds a non-finite"),
+        ("colour_histogram", [NAN, 0.5, 0.5, 0.0], "colour_histogram holds a non-finite"),
+        ("colour_histogram", [-0.5, 0.5, 0.5, 0.5], "colour_histogram holds a negative"),
+        ("label_probs", [-5.0, 0.25], "label probabilities"),
+        ("label_probs", [NAN, 0.25], "label probabilities"),
+        ("label_probs", [0.75, 1.5], "label probabilities"),
+        ("label_probs", [0.75, 0.75], "label probabilities"),
+        ("label_probs", [0.0, 0.0], "label probabilities"),
+    ],
+)
+def test_an_instance_map_with_a_non_finite_or_out_of_range_field_is_refused_naming_it(field, value, why):
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    _set(message.instances[1], field, value)
+    with pytest.raises(MapMessageError, match=f"visit-2 map: instance v2:1: {why}"):
+        instance_map_from_msg(message, LIMITS)
+
+
+def test_truncated_label_distributions_are_accepted():
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    message.instances[0].label_probs = [0.6, 0.1]  # a producer sending its top candidates only
+    instance_map_from_msg(message, LIMITS)
+
+
+def test_a_map_over_the_instance_limit_is_refused_before_it_is_converted():
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    limits = dataclasses.replace(LIMITS, max_map_instances=1)
+    with pytest.raises(MapMessageError, match=r"2 instances; at most 1 .*limits\.max_map_instances"):
+        instance_map_from_msg(message, limits)
+    instance_map_from_msg(message, dataclasses.replace(LIMITS, max_map_instances=2))
+
+
 def core_instance(uid: str, centre: tuple[float, float, float], moving: bool = False) -> Instance:
     box = Box3.from_center_size(centre, (0.3, 0.5, 0.4))
     return Instance(
@@ -198,7 +300,7 @@ def test_an_instance_map_round_trips_through_its_message_in_rep103():
     assert item.box_min.x <= item.box_max.x and item.box_min.y <= item.box_max.y
     assert (item.first_seen.sec, item.first_seen.nanosec, item.last_seen.nanosec) == (1, 0, 300_000_000)
     assert item.num_observations == 2 and list(item.colour_histogram) == [0.25, 0.75, 0.0, 0.0]
-    back, ids = instance_map_from_msg(message)
+    back, ids = instance_map_from_msg(message, LIMITS)
     assert ids == {"v2:0": 0, "v2:1": 1} and back.visit == 2 and back.encoder == "label:test"
     for got, sent in zip(back, MAP, strict=True):
         assert got.position == sent.position and got.box == sent.box
@@ -219,7 +321,7 @@ def test_an_instance_at_wire_precision_holds_exactly_what_its_message_gives_back
     message = instance_map_msg(
         InstanceMap(visit=1, instances=(sent,), encoder="label:test"), FRAME_STAMPS, "map", STAMP
     )
-    (got,), _ = instance_map_from_msg(message)
+    (got,), _ = instance_map_from_msg(message, LIMITS)
     wire = at_wire_precision(sent)
     assert np.array_equal(got.feature, wire.feature) and np.array_equal(got.colour, wire.colour)
     assert np.array_equal(got.points, wire.points) and len(message.instances[0].points) == 3 * len(sent.points)
@@ -236,18 +338,18 @@ def test_instance_points_travel_in_rep103_and_non_finite_or_partial_ones_are_ref
     for bad, why in (([1.0, 2.0], "triples"), ([1.0, float("nan"), 3.0], "non-finite")):
         message.instances[0].points = bad
         with pytest.raises(MapMessageError, match=why):
-            instance_map_from_msg(message)
+            instance_map_from_msg(message, LIMITS)
 
 
 def test_maps_the_query_cannot_use_are_refused():
     message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
     message.instances[1].id = 0
     with pytest.raises(MapMessageError, match="appears twice"):
-        instance_map_from_msg(message)
+        instance_map_from_msg(message, LIMITS)
     message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
     message.instances[0].feature = []
     with pytest.raises(MapMessageError, match="needs every feature"):
-        instance_map_from_msg(message)
+        instance_map_from_msg(message, LIMITS)
     with pytest.raises(MapMessageError, match="frame stamps"):
         instance_map_msg(MAP, FRAME_STAMPS[:2], FRAMES.map, STAMP)
 

@@ -123,7 +123,7 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
     ]
     segmenter = make_segmenter(dataclasses.replace(CONFIG.mapping_node.segmenter, kind="learned", model=""))
     reference = build_map(stripped, CONFIG.mapping_node, make_encoder(CONFIG.mapping_node.encoder), 1, segmenter)
-    received, _ = instance_map_from_msg(maps[-1])
+    received, _ = instance_map_from_msg(maps[-1], CONFIG.shared.limits)
     assert len(reference) > 0 and len(received) == len(reference)
     for item, instance in zip(maps[-1].instances, reference, strict=True):
         assert item.label == instance.label

@@ -441,6 +441,9 @@ def test_finish_visit_times_out_while_bundles_keep_being_served_and_the_visit_st
     pending = probe.clients["finish_visit"].call_async(MapVisit.Request(visit=1, expected_frames=5, timeout_s=1.0))
     wrong = probe.call("start_visit", MapVisit.Request(visit=3))  # answered while the finish waits
     assert not wrong.success and not pending.done()
+    # A client opening the next visit while the finish waits gets a refusal; the node lives on.
+    racing = probe.call("start_visit", MapVisit.Request(visit=2))
+    assert not racing.success and "finish_visit of visit 1 is waiting for 5 bundles" in racing.message
     probe.spin_until(pending.done, "finish_visit timed out", CALL_TIMEOUT_S)
     timed_out = pending.result()
     assert not timed_out.success and timed_out.frames == 0
@@ -485,3 +488,18 @@ def test_mapping_node_starts_with_the_packaged_learned_segmenter(rclpy_context):
         assert node.mapper.segmenter.kind == "learned" and not node.mapper.segmenter.reads_simulator_segments
     finally:
         node.destroy_node()
+
+
+def test_a_refused_map_replaces_the_held_one_and_queries_say_why(graph: Graph):
+    """A visit-2 map with a NaN centroid: query_node refuses it and no longer pairs the older
+    visit-2 map with visit 1 (runs last of the graph's tests: it leaves query_node without a map)."""
+    probe = graph.probe
+    message = probe.latched.get(MAP_TOPIC.format(visit=2)) or latched(probe, MAP_TOPIC.format(visit=2), InstanceMapMsg)
+    message.instances[0].centroid.x = float("nan")
+    message.header.stamp.sec += 1
+    publisher = probe.node.create_publisher(InstanceMapMsg, MAP_TOPIC.format(visit=2), LATCHED)
+    publisher.publish(message)
+    response = probe.query_until(lambda r: r.status == Query.Response.NO_MAP, "the refusal of the new visit-2 map")
+    assert not response.answered and "refused" in response.explanation and "position holds nan" in response.explanation
+    assert probe.query(category="Vase", relation="moved", arm="category_only").status == Query.Response.NO_MAP
+    probe.node.destroy_publisher(publisher)

@@ -1,6 +1,7 @@
 """Nodes end quietly on Ctrl-C or an external shutdown, including rclpy's wait-set race; their
-endpoints get QoS event handlers only when asked for (ovman_sim.spinning.GraphNode); the CPU time
-a node reports as it exits reads back from its log."""
+endpoints get QoS event handlers only when asked for (ovman_sim.spinning.GraphNode); a parameter
+override of the wrong type is a ConfigError naming it; the CPU time a node reports as it exits reads
+back from its log."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ import pytest
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import MultiThreadedExecutor
 
-from ovman_core.config import RosConfig, load_config
-from ovman_sim.spinning import GraphNode, cpu_time_reports, report_cpu_time, spin_until_shutdown
+from ovman_core.config import ConfigError, RosConfig, load_config
+from ovman_sim.spinning import (
+    GraphNode,
+    cpu_time_reports,
+    declare_config_parameters,
+    report_cpu_time,
+    spin_until_shutdown,
+)
 
 
 class RacingExecutor:
@@ -87,6 +94,51 @@ def test_every_node_is_a_graph_node_that_follows_ros_qos_event_warnings(rclpy_co
             assert len(node._odom.event_handlers) == handlers
         finally:
             node.destroy_node()
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("grounding.delta_g:=abc", "expected a double, got the string 'abc'"),
+        ("grounding.delta_g:=1", "expected a double, got the integer 1"),
+        ("benchmark.seeds:=[0.5]", "expected a list of integers, got the list of doubles [0.5]"),
+        ("benchmark.seeds:=[]", "expected a list of integers, got no value (an empty list has no ROS type)"),
+        ("ros.qos_event_warnings:=3", "expected a bool, got the integer 3"),
+    ],
+)
+def test_a_command_line_override_of_the_wrong_type_is_a_config_error(ros_env, override, expected):
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.node import Node
+
+    context = Context()
+    rclpy.init(context=context, args=["test", "--ros-args", "-p", override])
+    node = Node("query_node", context=context)
+    defaults = {"grounding.delta_g": 0.05, "benchmark.seeds": [0], "ros.qos_event_warnings": False}
+    try:
+        with pytest.raises(ConfigError) as err:
+            declare_config_parameters(node, defaults)
+        assert str(err.value) == f"parameter '{override.split(':=')[0]}' of query_node: {expected}"
+    finally:
+        node.destroy_node()
+        context.try_shutdown()
+
+
+def test_query_node_refuses_a_wrong_type_or_out_of_range_override_with_a_config_error(rclpy_context):
+    from rclpy.parameter import Parameter
+
+    from ovman_query.query_node import QueryNode
+
+    config = load_config()
+    with pytest.raises(ConfigError) as err:
+        QueryNode(config, context=rclpy_context, parameter_overrides=[Parameter("grounding.delta_g", value="abc")])
+    assert str(err.value) == "parameter 'grounding.delta_g' of query_node: expected a double, got the string 'abc'"
+    with pytest.raises(ConfigError) as err:
+        QueryNode(config, context=rclpy_context, parameter_overrides=[Parameter("grounding.delta_g", value=-1.0)])
+    assert str(err.value) == (
+        f"query_node parameters: {config.source} + parameters of query_node: "
+        "'query_node.ros__parameters.grounding.delta_g' = -1.0: expected >= 0"
+    )
 
 
 def test_a_cpu_time_report_reads_back_as_this_process_cpu_seconds(capsys):

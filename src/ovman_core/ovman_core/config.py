@@ -2,20 +2,26 @@
 
 The YAML file is in the ROS 2 parameters layout: ``/**`` holds the constants every node shares and
 each node has its own top-level key with ``ros__parameters``. This module turns it into frozen
-dataclasses, rejecting unknown keys, missing keys and wrong types with a message that names the
-file and the dotted key. Nodes declare the same dotted names as ROS parameters
-(:func:`node_parameters`) so a value can be overridden on the command line or in a launch file.
+dataclasses, rejecting unknown keys, missing keys, duplicate keys, wrong types and values out of
+range with a message that names the file and the dotted key. Each numeric field declares its range
+beside its type (``Annotated[float, Range(...)]``, mostly through the aliases :data:`Positive`,
+:data:`NonNegative`, :data:`Fraction`, :data:`Count`...; :class:`AtLeast` orders two fields of one
+section); every float must be finite and every int lies within a ROS int64. Nodes declare the same
+dotted names as ROS parameters (:func:`node_parameters`) so a value can be overridden on the command
+line or in a launch file; the overrides are validated the same way (:func:`with_parameters`).
 """
 
 from __future__ import annotations
 
 import array
 import dataclasses
+import math
 import os
 import types
 import typing
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 
@@ -29,18 +35,86 @@ class ConfigError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Range:
+    """Field metadata: the interval a number (each item, for a list) must lie in, in the field's
+    units; ``None`` leaves that side unbounded, ``open_low``/``open_high`` exclude that end. NaN
+    lies in no range."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        above = self.low is None or (value > self.low if self.open_low else value >= self.low)
+        below = self.high is None or (value < self.high if self.open_high else value <= self.high)
+        return above and below
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.open_low else '>='} {_number(self.low)}"
+        if self.low is None:
+            return f"{'<' if self.open_high else '<='} {_number(self.high)}"
+        left, right = "(" if self.open_low else "[", ")" if self.open_high else "]"
+        return f"in {left}{_number(self.low)}, {_number(self.high)}{right}"
+
+
+@dataclasses.dataclass(frozen=True)
+class AtLeast:
+    """Field metadata: the value must be at least (``strict``: above) the field ``other`` of the
+    same section, e.g. a maximum and its minimum."""
+
+    other: str
+    strict: bool = False
+
+
+MAX_COUNT = 1_000_000
+"""Largest count, number of steps or size the config accepts: far above any useful value, far below
+what overflows an array size."""
+MAX_PIXELS = 16_384
+"""(px): largest image side, stride or cell."""
+MAX_THREADS = 1024
+"""Most threads or worker processes."""
+INT64 = Range(-(2**63), 2**63 - 1)
+"""What a ROS integer parameter holds: every int of the config lies in it."""
+
+Positive = Annotated[float, Range(0.0, open_low=True)]
+"""A length, duration, divisor or step: finite and > 0."""
+NonNegative = Annotated[float, Range(0.0)]
+"""A tolerance, margin, standard deviation, weight or period where 0 means none: finite and >= 0."""
+Fraction = Annotated[float, Range(0.0, 1.0)]
+"""A probability, share, similarity, opacity or colour channel in [0, 1]."""
+HueJitter = Annotated[float, Range(0.0, 0.5)]
+"""A fraction of the hue circle drawn uniformly in ±it: 0.5 already reaches every hue."""
+PitchDeg = Annotated[float, Range(-90.0, 90.0)]
+"""(deg): a camera pitch, negative looks up; ±90 is straight up or down."""
+StepDeg = Annotated[float, Range(0.0, 360.0, open_low=True)]
+"""(deg): one rotation step, in (0, 360]."""
+Count = Annotated[int, Range(1, MAX_COUNT)]
+"""A count, size or number of steps >= 1."""
+CountOrZero = Annotated[int, Range(0, MAX_COUNT)]
+"""A count >= 0 (0: none)."""
+Pixels = Annotated[int, Range(1, MAX_PIXELS)]
+"""(px): an image side, stride or cell >= 1."""
+Threads = Annotated[int, Range(1, MAX_THREADS)]
+"""A number of threads or worker processes >= 1."""
+Seed = Annotated[int, Range(0, INT64.high)]
+"""A random seed >= 0 (numpy refuses negative ones)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskConfig:
     """Constants of the task itself (TASK.md §1-4). Distances in metres on the floor plane."""
 
-    success_radius: float
-    static_gate_radius: float
-    min_displacement: float
-    stable_tolerance: float
-    separation_radius: float
-    drift_tolerance: float
-    max_steps: int
-    far_miss_distance: float
-    certification_runs: int
+    success_radius: Positive
+    static_gate_radius: Positive
+    min_displacement: Annotated[Positive, AtLeast("stable_tolerance", strict=True)]
+    stable_tolerance: NonNegative
+    separation_radius: Positive
+    drift_tolerance: NonNegative
+    max_steps: Count
+    far_miss_distance: NonNegative
+    certification_runs: CountOrZero
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,12 +139,12 @@ class AppearanceConfig:
     hue circle) and ``tone_jitter`` (saturation and value, 0-1 scale).
     """
 
-    variants_per_category: int
-    home_share: float
-    size_jitter: float
-    hue_jitter: float
-    tone_jitter: float
-    library_seed: int
+    variants_per_category: Count
+    home_share: Fraction
+    size_jitter: Annotated[float, Range(0.0, 1.0, open_high=True)]
+    hue_jitter: HueJitter
+    tone_jitter: Fraction
+    library_seed: Seed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,13 +152,13 @@ class WorldConfig:
     """Agent embodiment and world choice. Metres and degrees."""
 
     kind: str
-    grid_size: float
-    rotate_step_deg: float
-    look_step_deg: float
-    horizon_min_deg: float
-    horizon_max_deg: float
-    agent_radius: float
-    camera_height: float
+    grid_size: Positive
+    rotate_step_deg: StepDeg
+    look_step_deg: StepDeg
+    horizon_min_deg: PitchDeg
+    horizon_max_deg: Annotated[PitchDeg, AtLeast("horizon_min_deg")]
+    agent_radius: Positive
+    camera_height: Positive
     appearance: AppearanceConfig
 
 
@@ -92,42 +166,42 @@ class WorldConfig:
 class CameraConfig:
     """Pinhole camera: image size in pixels, vertical field of view in degrees, depth range in m."""
 
-    width: int
-    height: int
-    vertical_fov_deg: float
-    near: float
-    far: float
+    width: Pixels
+    height: Pixels
+    vertical_fov_deg: Annotated[float, Range(0.0, 180.0, open_low=True, open_high=True)]
+    near: Positive
+    far: Annotated[Positive, AtLeast("near", strict=True)]
 
 
 @dataclasses.dataclass(frozen=True)
 class EmbeddedWorldConfig:
     """Procedural home generator of the embedded world. Metres."""
 
-    rooms_min: int
-    rooms_max: int
-    room_size_min: float
-    room_size_max: float
-    wall_height: float
-    door_width: float
-    furniture_per_room_min: int
-    furniture_per_room_max: int
-    small_objects_per_room_min: int
-    small_objects_per_room_max: int
-    wall_thickness: float
-    door_clearance: float
-    wall_margin: float
-    furniture_gap: float
-    surface_margin: float
-    contact_tolerance: float
-    placement_attempts: int
-    placement_spacing: float
-    room_free_fraction: float
-    ambient_light: float
-    diffuse_light: float
-    light_direction: list[float]
-    distance_falloff: float
-    floor_tile_size: float
-    floor_tile_contrast: float
+    rooms_min: Count
+    rooms_max: Annotated[Count, AtLeast("rooms_min")]
+    room_size_min: Positive
+    room_size_max: Annotated[Positive, AtLeast("room_size_min")]
+    wall_height: Positive
+    door_width: Positive
+    furniture_per_room_min: CountOrZero
+    furniture_per_room_max: Annotated[CountOrZero, AtLeast("furniture_per_room_min")]
+    small_objects_per_room_min: CountOrZero
+    small_objects_per_room_max: Annotated[CountOrZero, AtLeast("small_objects_per_room_min")]
+    wall_thickness: Positive
+    door_clearance: NonNegative
+    wall_margin: NonNegative
+    furniture_gap: NonNegative
+    surface_margin: NonNegative
+    contact_tolerance: NonNegative
+    placement_attempts: Count
+    placement_spacing: Positive
+    room_free_fraction: Fraction
+    ambient_light: Fraction
+    diffuse_light: Fraction
+    light_direction: list[Annotated[float, Range(-1.0, 1.0)]]
+    distance_falloff: NonNegative
+    floor_tile_size: Positive
+    floor_tile_contrast: Fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,33 +211,33 @@ class Ai2thorConfig:
     commit_id: str
     platform: str
     x_display: str
-    start_timeout_s: float
-    server_timeout_s: float
-    settle_max_steps: int
+    start_timeout_s: Positive
+    server_timeout_s: Positive
+    settle_max_steps: Count
     local_executable_path: str
     quality: str
     structural_types: list[str]
-    position_tolerance: float
-    depth_saturation_tolerance: float
+    position_tolerance: NonNegative
+    depth_saturation_tolerance: NonNegative
 
 
 @dataclasses.dataclass(frozen=True)
 class TourConfig:
     """Coverage tour over the reachable positions of one visit."""
 
-    waypoint_spacing: float
-    max_waypoints: int
-    turns_per_waypoint: int
-    horizon_deg: float
+    waypoint_spacing: Positive
+    max_waypoints: Count
+    turns_per_waypoint: Count
+    horizon_deg: PitchDeg
 
 
 @dataclasses.dataclass(frozen=True)
 class MoverConfig:
     """The mover that carries one instance during visit 2 of moving episodes."""
 
-    steps_per_move: int
-    hop_length: float
-    keep_direction_prob: float
+    steps_per_move: Count
+    hop_length: Positive
+    keep_direction_prob: Fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,13 +245,13 @@ class ConditionsConfig:
     """Stress conditions of the second seed: reduced light/visibility and randomised textures."""
 
     name: str
-    low_light_gain: float
-    low_light_noise_std: float
-    low_light_visibility: float
-    texture_hue_jitter: float
-    texture_period_min: float
-    texture_period_max: float
-    texture_contrast: float
+    low_light_gain: NonNegative
+    low_light_noise_std: NonNegative
+    low_light_visibility: Positive
+    texture_hue_jitter: HueJitter
+    texture_period_min: Positive
+    texture_period_max: Annotated[Positive, AtLeast("texture_period_min")]
+    texture_contrast: Fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,11 +268,11 @@ class PhysicsConfig:
     """
 
     enabled: bool
-    landing_offset_std: float
-    knock_radius: float
-    knock_probability: float
-    slide_mean: float
-    settle_steps: int
+    landing_offset_std: NonNegative
+    knock_radius: NonNegative
+    knock_probability: Fraction
+    slide_mean: Positive
+    settle_steps: Count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,26 +289,26 @@ class SensorConfig:
     """
 
     enabled: bool
-    depth_noise_base: float
-    depth_noise_quadratic: float
-    noise_cell_px: int
-    max_range: float
-    edge_jump: float
-    edge_dropout: float
-    pose_noise_translation: float
-    pose_noise_yaw_deg: float
+    depth_noise_base: NonNegative
+    depth_noise_quadratic: NonNegative
+    noise_cell_px: Pixels
+    max_range: Positive
+    edge_jump: Positive
+    edge_dropout: Fraction
+    pose_noise_translation: NonNegative
+    pose_noise_yaw_deg: NonNegative
 
 
 @dataclasses.dataclass(frozen=True)
 class SimNodeConfig:
     """sim_node's ROS side: sim time, publishing and what it loads at start-up."""
 
-    step_dt: float
-    play_period_s: float
-    play_ack_timeout_s: float
+    step_dt: Positive
+    play_period_s: NonNegative
+    play_ack_timeout_s: Positive
     act_camera: bool
     camera_output: str
-    qos_depth: int
+    qos_depth: Count
     scene: str
     recording: str
 
@@ -259,25 +333,25 @@ class SimConfig:
 class MappingParams:
     """Per-visit instance mapping. Metres, pixels, cosine similarities."""
 
-    voxel_size: float
-    min_segment_pixels: int
-    max_depth: float
-    outlier_std_ratio: float
-    outlier_neighbours: int
+    voxel_size: Positive
+    min_segment_pixels: CountOrZero
+    max_depth: Positive
+    outlier_std_ratio: Positive
+    outlier_neighbours: Count
     segment_outlier_removal: bool
-    pixel_stride: int
-    min_segment_points: int
-    merge_distance: float
-    merge_feature_similarity: float
-    merge_overlap: float
-    overlap_voxel_size: float
-    colour_weight: float
-    motion_distance: float
-    vacancy_margin: float
-    vacancy_fraction: float
-    vacancy_min_points: int
-    vacancy_check_points: int
-    vacancy_min_pixels: int
+    pixel_stride: Pixels
+    min_segment_points: Count
+    merge_distance: NonNegative
+    merge_feature_similarity: Fraction
+    merge_overlap: Fraction
+    overlap_voxel_size: Positive
+    colour_weight: Fraction
+    motion_distance: Positive
+    vacancy_margin: NonNegative
+    vacancy_fraction: Fraction
+    vacancy_min_points: Count
+    vacancy_check_points: Count
+    vacancy_min_pixels: CountOrZero
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,11 +361,11 @@ class EncoderConfig:
     kind: str
     clip_model: str
     clip_weights: str
-    views_per_instance: int
-    colour_bins: int
+    views_per_instance: Count
+    colour_bins: Annotated[int, Range(1, 256)]
     clip_prompt: str
-    crop_padding: float
-    batch_size: int
+    crop_padding: NonNegative
+    batch_size: Count
     text_cache: bool
     text_cache_dir: str
 
@@ -304,9 +378,9 @@ class SegmenterConfig:
 
     kind: str
     model: str
-    boundary_threshold: float
-    min_confidence: float
-    threads: int
+    boundary_threshold: Fraction
+    min_confidence: Fraction
+    threads: Threads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,24 +388,24 @@ class MappingNodeParams:
     """mapping_node's ROS side: camera input, subscription depth, synchroniser bound, visit control (seconds)."""
 
     camera_input: str
-    qos_depth: int
+    qos_depth: Count
     qos_keep_all: bool
-    sync_max_pending: int
-    start_visit: int
-    finish_timeout_s: float
-    step_dt: float
+    sync_max_pending: Count
+    start_visit: Annotated[int, Range(0, 2)]
+    finish_timeout_s: Positive
+    step_dt: Positive
 
 
 @dataclasses.dataclass(frozen=True)
 class MapMarkersConfig:
     """RViz markers of the per-visit maps: opacity and colours in [0, 1], text sizes in metres."""
 
-    box_alpha: float
-    text_height: float
-    text_offset: float
-    visit1_rgb: list[float]
-    visit2_rgb: list[float]
-    moving_rgb: list[float]
+    box_alpha: Fraction
+    text_height: Positive
+    text_offset: NonNegative
+    visit1_rgb: list[Fraction]
+    visit2_rgb: list[Fraction]
+    moving_rgb: list[Fraction]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -349,9 +423,9 @@ class MappingConfig:
 class ParserConfig:
     """Query parser: naive Bayes over cue n-grams of the training phrasings."""
 
-    max_ngram: int
-    smoothing: float
-    min_log_odds: float
+    max_ngram: Count
+    smoothing: Positive
+    min_log_odds: NonNegative
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,31 +433,31 @@ class GroundingConfig:
     """Grounding: every instance within ``delta_g`` of the best text-feature score; scores are
     rounded to ``score_decimals`` decimals before any comparison."""
 
-    delta_g: float
-    score_decimals: int
+    delta_g: NonNegative
+    score_decimals: Annotated[int, Range(0, 15)]
 
 
 @dataclasses.dataclass(frozen=True)
 class AssociationConfig:
     """Two-stage Hungarian association across visits."""
 
-    stay_distance_gate: float
-    feature_weight: float
-    distance_weight: float
-    relocation_max_dissimilarity: float
-    stay_max_dissimilarity: float
-    colour_weight: float
+    stay_distance_gate: NonNegative
+    feature_weight: NonNegative
+    distance_weight: NonNegative
+    relocation_max_dissimilarity: NonNegative
+    stay_max_dissimilarity: NonNegative
+    colour_weight: Fraction
 
 
 @dataclasses.dataclass(frozen=True)
 class AnswerMarkersConfig:
     """RViz marker of the latest answer: colour and opacity in [0, 1], sizes in metres."""
 
-    rgb: list[float]
-    alpha: float
-    disc_height: float
-    text_height: float
-    text_offset: float
+    rgb: list[Fraction]
+    alpha: Fraction
+    disc_height: Positive
+    text_height: Positive
+    text_offset: NonNegative
 
 
 @dataclasses.dataclass(frozen=True)
@@ -393,7 +467,7 @@ class QueryConfig:
     parser: ParserConfig
     grounding: GroundingConfig
     association: AssociationConfig
-    seed: int
+    seed: Seed
     markers: AnswerMarkersConfig
 
 
@@ -402,19 +476,19 @@ class NavigationParams:
     """Navigation on the reachable grid."""
 
     backend: str
-    block_expiry_steps: int
-    max_replans: int
-    retarget_distance: float
-    approach_margin: float
-    max_collisions: int
-    nav2_poll_period_s: float
-    nav2_timeout_s: float
+    block_expiry_steps: Count
+    max_replans: CountOrZero
+    retarget_distance: NonNegative
+    approach_margin: NonNegative
+    max_collisions: CountOrZero
+    nav2_poll_period_s: Positive
+    nav2_timeout_s: Positive
     scene: str
-    feedback_period_s: float
-    sim_timeout_s: float
-    sequence_actions: int
-    sequence_position_tolerance: float
-    sequence_yaw_tolerance_deg: float
+    feedback_period_s: NonNegative
+    sim_timeout_s: Positive
+    sequence_actions: Count
+    sequence_position_tolerance: NonNegative
+    sequence_yaw_tolerance_deg: NonNegative
 
 
 @dataclasses.dataclass(frozen=True)
@@ -429,27 +503,27 @@ class BenchmarkParams:
     """Benchmark run: arms, seeds, worker processes, moving-target tracking (m), the default dataset."""
 
     arms: list[str]
-    seeds: list[int]
-    workers: int
-    track_gate: float
-    default_scenes: int
-    default_per_relation: int
-    default_seed: int
-    encoder_threads: int
+    seeds: list[Seed]
+    workers: Threads
+    track_gate: Positive
+    default_scenes: Count
+    default_per_relation: Count
+    default_seed: Seed
+    encoder_threads: Threads
 
 
 @dataclasses.dataclass(frozen=True)
 class GenerationParams:
     """Episode generation and certification (TASK.md §4, ``ovman generate``). Metres, counts."""
 
-    max_attempts_per_episode: int
-    attempts_per_scene: int
-    held_out_phrase_fraction: float
-    min_start_distance: float
-    multi_change_min: int
-    multi_change_max: int
-    workers: int
-    progress_period_s: float
+    max_attempts_per_episode: Count
+    attempts_per_scene: Count
+    held_out_phrase_fraction: Fraction
+    min_start_distance: NonNegative
+    multi_change_min: Annotated[int, Range(2, MAX_COUNT)]
+    multi_change_max: Annotated[int, Range(2, MAX_COUNT), AtLeast("multi_change_min")]
+    workers: Threads
+    progress_period_s: NonNegative
 
 
 @dataclasses.dataclass(frozen=True)
@@ -457,8 +531,8 @@ class DiagnosticsParams:
     """Map and memory diagnostics (TASK.md §8, ``ovman_eval.diagnostics``) and the true category
     of map instances (``ovman_eval.truth_shares``). Metres."""
 
-    match_gate: float
-    truth_margin: float
+    match_gate: NonNegative
+    truth_margin: NonNegative
 
 
 @dataclasses.dataclass(frozen=True)
@@ -466,10 +540,10 @@ class SweepParams:
     """``ovman sweep`` (``ovman_eval.sweep``): the values of each admissibility setting re-derived on a
     finished run (the grid is their product), and the filters also switched off. Metres."""
 
-    drift_tolerance: list[float]
-    stable_tolerance: list[float]
-    min_displacement: list[float]
-    separation_radius: list[float]
+    drift_tolerance: list[NonNegative]
+    stable_tolerance: list[NonNegative]
+    min_displacement: list[Positive]
+    separation_radius: list[Positive]
     toggled_filters: list[str]
 
 
@@ -477,14 +551,15 @@ class SweepParams:
 class BenchmarkNodeParams:
     """benchmark_node's ROS side and ``ovman launch``: waits on the graph, in seconds."""
 
-    start_timeout_s: float
-    call_timeout_s: float
-    navigate_timeout_s: float
-    message_timeout_s: float
-    camera_retry_s: float
-    handshake_retry_s: float
-    groups_ahead: int
-    shutdown_timeout_s: float
+    start_timeout_s: Positive
+    call_timeout_s: Positive
+    navigate_timeout_s: Positive
+    message_timeout_s: Positive
+    camera_retry_s: Positive
+    handshake_retry_s: Positive
+    groups_ahead: Count
+    shutdown_timeout_s: Positive
+    discovery_wait_s: Positive
 
 
 @dataclasses.dataclass(frozen=True)
@@ -492,18 +567,18 @@ class PerceptionParams:
     """``ovman train-perception`` / ``eval-perception``: perception homes, frames, the network and
     its training (ovman_eval.perception)."""
 
-    train_homes: int
-    test_homes: int
-    frame_stride: int
-    epochs: int
-    batch_size: int
-    learning_rate: float
-    seed: int
-    widths: list[int]
-    decoder_stages: int
-    input_stride: int
-    threads: int
-    iou_threshold: float
+    train_homes: Count
+    test_homes: Count
+    frame_stride: Count
+    epochs: Count
+    batch_size: Count
+    learning_rate: Positive
+    seed: Seed
+    widths: list[Count]
+    decoder_stages: Annotated[int, Range(1, 3)]
+    input_stride: Pixels
+    threads: Threads
+    iou_threshold: Annotated[float, Range(0.0, 1.0, open_low=True)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -526,12 +601,23 @@ class RosConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class LimitsConfig:
+    """What the stack accepts at its boundaries (camera frames, InstanceMap messages): every
+    coordinate finite and within ``max_coordinate`` metres of the origin on each axis, and at most
+    ``max_map_instances`` instances in one map (bounds the association's memory)."""
+
+    max_coordinate: Positive
+    max_map_instances: Annotated[int, Range(1, 100_000)]
+
+
+@dataclasses.dataclass(frozen=True)
 class SharedConfig:
     """The ``/**`` block: constants every node shares."""
 
     task: TaskConfig
     frames: FramesConfig
     ros: RosConfig
+    limits: LimitsConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -592,14 +678,46 @@ def load_config(path: str | os.PathLike[str] | None = None) -> OvmanConfig:
     """Load and validate the configuration file (the default one when ``path`` is None)."""
     path = Path(path) if path is not None else default_config_path()
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from err
     try:
-        document = yaml.safe_load(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text: byte 0x{data[err.start]:02x} at byte offset {err.start} (line {line})"
+        ) from None
+    try:
+        document = yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKeyError as err:
+        raise ConfigError(f"{path}: {err}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
     return config_from_document(document, str(path))
+
+
+class _DuplicateKeyError(yaml.YAMLError):
+    """A mapping of the YAML file holds a key twice; the message gives both lines (from 1)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a mapping with a repeated key is an error (PyYAML keeps
+    the last value silently). Merge keys (``<<``) may still be overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # the base constructor reports it
+            line = key_node.start_mark.line + 1
+            if key in first_lines:
+                raise _DuplicateKeyError(f"line {line}: duplicate key {key!r} (first at line {first_lines[key]})")
+            first_lines[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def config_from_document(document: Any, source: str) -> OvmanConfig:
@@ -644,7 +762,7 @@ def parameter_value(value: Any) -> Any:
 def with_parameters(config: OvmanConfig, node: str, params: dict[str, Any]) -> OvmanConfig:
     """A copy of ``config`` with ``node``'s dotted parameters (shared ones included) replaced.
 
-    Used by nodes to apply ROS parameter overrides; values are type-checked as in the file.
+    Used by nodes to apply ROS parameter overrides; values are type- and range-checked as in the file.
     """
     document = to_document(config)
     for name, value in params.items():
@@ -691,7 +809,8 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _field_types(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
+    """Field name -> type of a config dataclass, ``Annotated`` metadata (ranges) kept."""
+    hints = typing.get_type_hints(cls, include_extras=True)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name != "source"}
 
 
@@ -716,11 +835,31 @@ def _build(field_type: Any, value: Any, source: str, where: str) -> Any:
             raise ConfigError(f"{source}: '{where}' must be a mapping, got {type(value).__name__}")
         hints = _field_types(field_type)
         _check_keys(value, set(hints), source, where)
-        return field_type(**{k: _build(t, value[k], source, f"{where}.{k}") for k, t in hints.items()})
+        values = {k: _build(t, value[k], source, f"{where}.{k}") for k, t in hints.items()}
+        _check_order(hints, values, source, where)
+        return field_type(**values)
     return _scalar(field_type, value, source, where)
 
 
+def _check_order(hints: dict[str, Any], values: dict[str, Any], source: str, where: str) -> None:
+    """ConfigError unless every field with :class:`AtLeast` metadata is at least (above) its other."""
+    for name, hint in hints.items():
+        for order in getattr(hint, "__metadata__", ()):
+            if isinstance(order, AtLeast):
+                value, other = values[name], values[order.other]
+                if not (value > other if order.strict else value >= other):
+                    raise ConfigError(
+                        f"{source}: '{where}.{name}' = {value!r}: expected {'>' if order.strict else '>='} "
+                        f"'{where}.{order.other}' ({other!r})"
+                    )
+
+
 def _scalar(field_type: Any, value: Any, source: str, where: str) -> Any:
+    """``value`` checked against ``field_type``: the exact type, a finite float, then its declared
+    :class:`Range` (an int without one: :data:`INT64`); lists item by item."""
+    bounds = next((m for m in getattr(field_type, "__metadata__", ()) if isinstance(m, Range)), None)
+    if typing.get_origin(field_type) is Annotated:
+        field_type = typing.get_args(field_type)[0]
     origin = typing.get_origin(field_type)
     if origin is list:
         (item_type,) = typing.get_args(field_type)
@@ -740,4 +879,16 @@ def _scalar(field_type: Any, value: Any, source: str, where: str) -> Any:
         raise ConfigError(
             f"{source}: '{where}' must be {field_type.__name__}, got {type(value).__name__} {value!r}{hint}"
         )
+    if field_type is float and not math.isfinite(value):
+        expected = "a finite number" + (f" {bounds}" if bounds is not None else "")
+        raise ConfigError(f"{source}: '{where}' = {value!r}: expected {expected}")
+    if bounds is None and field_type is int:
+        bounds = INT64
+    if bounds is not None and value not in bounds:
+        raise ConfigError(f"{source}: '{where}' = {value!r}: expected {bounds}")
     return value
+
+
+def _number(value: float | None) -> str:
+    """A bound as the error messages print it: ``0``, ``0.5``, ``1000000``."""
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -91,6 +91,14 @@ def add(parser: argparse.ArgumentParser) -> object:
         metavar="low_light|texture",
         help="also run under this stress condition (repeatable or comma-separated), compared with the baseline",
     )
+    parser.add_argument(
+        "--validate",
+        choices=("cheap", "full"),
+        default="cheap",
+        help="check the dataset before running, as `ovman validate` does: cheap (default: manifest, checksum, "
+        "every episode line, start poses, recordings' metadata) or full (also every recorded frame and the "
+        "recomputed answers); a dataset that fails is refused",
+    )
     parser.add_argument("--cache", help="map cache directory (default OUT/.cache/maps)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.md/report.html")
     parser.add_argument(
@@ -199,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
             workers=workers,
             cache_dir=cache,
             progress=progress,
+            full_validation=args.validate == "full",
         )
     except (BenchmarkError, DatasetError, RecordingError, MapCacheError) as err:
         print(f"ovman benchmark: {err}", file=sys.stderr)

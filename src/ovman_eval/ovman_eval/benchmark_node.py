@@ -84,7 +84,7 @@ from ovman_core.frames import ros_to_thor_point, thor_to_ros_point
 from ovman_core.grid import from_occupancy_fields
 from ovman_core.relations import Relation
 from ovman_core.world_state import AgentPose, WorldState
-from ovman_eval.dataset import DatasetError, read_episodes
+from ovman_eval.dataset import DatasetError
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.graph import (
     BENCHMARK_NODE,
@@ -124,6 +124,7 @@ from ovman_eval.runner import (
 )
 from ovman_eval.stepwise import StepsT, Stepwise, Wait, WaitTimeoutError
 from ovman_eval.tracking import LabelTracker
+from ovman_eval.validate import checked_episodes
 from ovman_interfaces.msg import CameraBundle, ChangeSet
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import Act, LoadVisit, MapVisit, PlayTour, Query
@@ -154,7 +155,7 @@ from ovman_sim.bundle import (
     parse_ground_truth_json,
 )
 from ovman_sim.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
-from ovman_sim.spinning import GraphNode, report_cpu_time
+from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time
 from ovman_sim.world import Action, Observation
 
 NODE_NAME = BENCHMARK_NODE
@@ -363,7 +364,7 @@ class BenchmarkNode(GraphNode):
 
     def _declare_parameters(self, config: OvmanConfig) -> tuple[OvmanConfig, dict[str, Any]]:
         defaults = node_parameters(config, NODE_NAME)
-        self.declare_parameters("", [*defaults.items(), *RUN_PARAMETERS.items()])
+        declare_config_parameters(self, {**defaults, **RUN_PARAMETERS})
         values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
         try:
             updated = with_parameters(config, NODE_NAME, values)
@@ -629,7 +630,7 @@ class BenchmarkNode(GraphNode):
             f"the visit-{visit} map on /ovman/map/visit{visit}",
             self.waits.message_timeout_s,
         )
-        return instance_map_from_msg(self.maps[visit][-1])
+        return instance_map_from_msg(self.maps[visit][-1], self.config.shared.limits)
 
     def _call_steps(self, service: str, request: Any) -> StepsT[Any]:
         """``service``'s reply to ``request``; the preparation goes on as soon as it arrives."""
@@ -933,7 +934,7 @@ class BenchmarkNode(GraphNode):
             request = BenchmarkRequest(
                 dataset, parse_arms(params.arms), tuple(params.seeds), bool(inputs[RUN_STATIC_ONLY])
             )
-            records = read_episodes(dataset)
+            records = checked_episodes(dataset)
             if not records:
                 raise BenchmarkError(f"{dataset}: the dataset holds no episodes")
             config = configured_for(self.config, records)

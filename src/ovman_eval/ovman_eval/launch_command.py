@@ -11,14 +11,21 @@ configuration file and ``$FASTDDS_DEFAULT_PROFILES_FILE`` to ``config/fastdds.xm
 set (:func:`ovman_eval.graph.node_environment`). benchmark_node's output goes to the terminal,
 the other nodes' to ``<log dir>/<node>.log``. SIGINT and SIGTERM are forwarded to every node. When benchmark_node
 exits, the other nodes get SIGINT (then SIGTERM, then SIGKILL, ``benchmark_node.node.shutdown_timeout_s``
-apart) and the command exits with benchmark_node's code; if another node dies first, the graph
-is stopped, its log is shown, and the command exits with 1.
+apart) and the command exits with benchmark_node's code (a node killed by a signal is named with
+the signal); if another node dies first, the graph is stopped, its log is shown, and the command
+exits with 1.
+
+No orphans: on Linux every node gets SIGTERM when the launcher dies, even by SIGKILL
+(``PR_SET_PDEATHSIG``). Before starting, the command looks for nodes of the graph's names already
+on the domain (``benchmark_node.node.discovery_wait_s`` of discovery) and refuses to start beside
+them (exit code 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import dataclasses
 import os
 import shutil
@@ -27,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -56,6 +63,8 @@ POLL_PERIOD_S = 0.2
 LOG_TAIL_CHARS = 4000
 """How much of a failed node's log is shown."""
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+PR_SET_PDEATHSIG = 1
+"""prctl option of linux/prctl.h: the signal a process gets when its parent dies."""
 
 
 def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable) -> list[str]:
@@ -88,7 +97,12 @@ class NodeProcess:
 
     def describe(self) -> str:
         code = self.process.poll()
-        state = "running" if code is None else f"exited with code {code}"
+        if code is None:
+            state = "running"
+        elif code < 0:
+            state = f"was killed by {signal.Signals(-code).name} (exit code {128 - code})"
+        else:
+            state = f"exited with code {code}"
         return f"{self.spec.name} (pid {self.process.pid}) {state}"
 
 
@@ -133,14 +147,22 @@ class RunningGraph:
         self.main = next(n for n in self.nodes if n.spec.ends_graph)
 
     def _start(self, spec: NodeSpec, command: list[str], env: dict[str, str], echo: bool) -> NodeProcess:
+        # Own session: a terminal's Ctrl-C reaches the nodes once, through signal forwarding; and
+        # the node gets SIGTERM if this process dies without stopping it (no orphans on the domain).
+        arm = _die_with_parent(os.getpid())
         if echo:
-            # Own session: a terminal's Ctrl-C reaches the nodes once, through signal forwarding.
-            process = subprocess.Popen(command, env=env, start_new_session=True)
+            process = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=arm)
             return NodeProcess(spec, process, None)
         log_path = self.log_dir / f"{spec.name}.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=arm,
             )
         return NodeProcess(spec, process, log_path)
 
@@ -156,12 +178,17 @@ class RunningGraph:
         return next((n for n in self.nodes if n is not self.main and n.process.poll() is not None), None)
 
     def wait(self) -> int:
-        """Wait until the main node exits (its code) or another node dies (1, after printing its log)."""
+        """Wait until the main node exits (its code, named on stderr unless 0) or another node dies
+        (1, after printing its log)."""
         while True:
             try:
-                return self.main.process.wait(timeout=POLL_PERIOD_S)
+                code = self.main.process.wait(timeout=POLL_PERIOD_S)
             except subprocess.TimeoutExpired:
                 pass
+            else:
+                if code != 0:
+                    print(f"ovman launch: {self.main.describe()}", file=sys.stderr)
+                return code
             failed = self.failed_node()
             if failed is not None:
                 print(
@@ -181,6 +208,46 @@ class RunningGraph:
                     node.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
             if all(n.process.poll() is not None for n in self.nodes):
                 return
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` (run in the child between fork and exec) that asks Linux to send the child
+    SIGTERM when the launcher dies (``prctl(PR_SET_PDEATHSIG)``), and exits at once if the launcher
+    is already gone. Elsewhere than Linux it does nothing: there a SIGKILLed launcher leaves its nodes."""
+
+    def arm() -> None:
+        if not sys.platform.startswith("linux"):
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return arm
+
+
+def nodes_on_domain(names: Sequence[str], wait_s: float) -> list[str]:
+    """The nodes named ``names`` already on this process's ROS domain (``$ROS_DOMAIN_ID``, with the
+    discovery range of the environment), found within ``wait_s`` (s) of discovery. A graph
+    started beside them would have two of each node answering the same services."""
+    import rclpy  # the graph itself never needs rclpy in the launcher; only this check does
+
+    context = rclpy.Context()
+    rclpy.init(args=[], context=context)
+    try:
+        probe = rclpy.create_node(
+            f"ovman_launch_probe_{os.getpid()}", context=context, start_parameter_services=False, enable_rosout=False
+        )
+        deadline = time.monotonic() + wait_s
+        wanted = {name.lstrip("/") for name in names}
+        while True:
+            found = sorted({name for name, _ in probe.get_node_names_and_namespaces() if name in wanted})
+            if found or time.monotonic() >= deadline:
+                probe.destroy_node()
+                return found
+            time.sleep(POLL_PERIOD_S / 4)
+    finally:
+        rclpy.try_shutdown(context=context)
 
 
 @contextlib.contextmanager
@@ -276,6 +343,15 @@ def run(args: argparse.Namespace) -> int:
         log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="ovman-launch-"))
     except (ConfigError, GraphError) as err:
         print(f"ovman launch: {err}", file=sys.stderr)
+        return 2
+    running = nodes_on_domain([n.name for n in nodes], base.benchmark_node.node.discovery_wait_s)
+    if running:
+        domain = os.environ.get("ROS_DOMAIN_ID", "0")
+        print(
+            f"ovman launch: ROS_DOMAIN_ID={domain} already has node(s) {', '.join(running)} of a benchmark graph "
+            f"running (another run, or one orphaned by a killed launcher); stop them or set another ROS_DOMAIN_ID",
+            file=sys.stderr,
+        )
         return 2
     print(f"ovman launch: node logs and parameters in {log_dir}", file=sys.stderr)
     main_node = next(n.name for n in nodes if n.ends_graph)

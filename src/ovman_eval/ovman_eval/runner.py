@@ -128,6 +128,7 @@ from ovman_eval.results import (
     to_json_line,
 )
 from ovman_eval.tracking import LabelTracker
+from ovman_eval.validate import checked_episodes
 from ovman_mapping.instances import InstanceMap
 from ovman_mapping.segmenter import Segmenter, make_segmenter, with_segmenter
 from ovman_nav.astar import shortest_success_path_length
@@ -999,8 +1000,13 @@ def run_benchmark(
     cache_dir: Path | None = None,
     world_factory: WorldFactory = make_world,
     progress: ProgressCallback | None = None,
+    full_validation: bool = False,
 ) -> RunSummary:
     """Run (or resume) the benchmark of ``request``; see the module docstring.
+
+    The dataset must pass :func:`ovman_eval.validate.checked_episodes` first (the cheap checks, or
+    every check with ``full_validation``): a dataset that fails is refused (DatasetError) before
+    anything runs.
 
     The run directory is ``run_dir`` when given (resumed when it holds the same run, refused when
     it holds another), else the newest unfinished run with the same identity under ``out_root``,
@@ -1011,7 +1017,7 @@ def run_benchmark(
     if (out_root is None) == (run_dir is None):
         raise BenchmarkError("give exactly one of out_root (a folder of runs) and run_dir (one run)")
     dataset = Path(request.dataset)
-    records = read_episodes(dataset)
+    records = checked_episodes(dataset, full=full_validation)
     if not records:
         raise BenchmarkError(f"{dataset}: the dataset holds no episodes")
     config = configured_for(config, records)

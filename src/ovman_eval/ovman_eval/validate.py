@@ -7,7 +7,10 @@ Checks, each reported as a :class:`Problem` naming the episode (or ``(dataset)``
 - ``episodes.jsonl``: present, ending in a newline (else truncated), every line a valid record
   (schema and consistency, :mod:`ovman_eval.episodes`), episode ids unique;
 - per episode: the certification (one feasibility and ``task.certification_runs`` certification
-  runs, all passed, judged with ``task.success_radius``), the drift tolerance used;
+  runs, all passed, judged with ``task.success_radius``), the drift tolerance used; the start pose
+  placeable (finite, yaw a multiple of ``world.rotate_step_deg``, horizon in range; in the embedded
+  world a cell of the scene's grid clear of walls, and with the recordings read, clear of the
+  evaluated world's objects);
 - per episode, from the recordings: both visits present and readable to the last frame (chunk CRCs
   checked), of the episode's scene and visit number, with the recorded frame counts; the answer
   **recomputed from the recorded ground truth** (TASK.md §1; the moving answer at the last visit-2
@@ -37,6 +40,7 @@ from ovman_eval.dataset import (
     MANIFEST_VERSION,
     DatasetError,
     RecordedStates,
+    read_episodes,
     read_manifest,
     recorded_states,
 )
@@ -44,6 +48,8 @@ from ovman_eval.episodes import EpisodeFormatError, EpisodeRecord, episode_from_
 from ovman_sim.recording import RecordingError, read_visit_info
 
 DATASET = "(dataset)"
+MAX_PROBLEMS_SHOWN = 20
+"""A refused dataset's error lists at most this many problems."""
 TOLERANCE = 2e-6
 """(m) Stored values are rounded to 1e-6; recomputed ones must agree to this."""
 
@@ -77,9 +83,14 @@ class ValidationReport:
         return not self.problems
 
 
-def validate_dataset(directory: str | Path, config: OvmanConfig | None = None) -> ValidationReport:
+def validate_dataset(
+    directory: str | Path, config: OvmanConfig | None = None, *, full: bool = True
+) -> ValidationReport:
     """Check the dataset in ``directory`` (see the module docstring). ``config`` overrides the
-    configuration stored in the manifest (used when that one cannot be loaded)."""
+    configuration stored in the manifest (used when that one cannot be loaded). ``full`` false:
+    the cheap checks only (what the benchmark always runs): everything but reading the recordings'
+    frames, i.e. the manifest, every episode line, the certification, the start poses against the
+    scene's structure and the recordings' metadata (scene, visit, frame count)."""
     directory = Path(directory)
     problems: list[Problem] = []
 
@@ -100,11 +111,77 @@ def validate_dataset(directory: str | Path, config: OvmanConfig | None = None) -
         _check_certification(record, task, problem)
         key = (record.recordings.visit1, record.recordings.visit2)
         if key not in states:
-            states[key] = _read_recordings(directory, record, problem)
+            states[key] = _read_recordings(directory, record, problem, full)
         recorded = states[key]
         if recorded is not None:
             _check_against_recordings(record, recorded, task, problem)
+    places = _StartPoses(config)
+    for record in sorted(records, key=lambda r: r.scene.name):  # one scene generated at a time
+        places.check(record, None, problem)
+        recorded = states[(record.recordings.visit1, record.recordings.visit2)]
+        if recorded is not None:
+            places.check(record, recorded.visit2_end, problem)
     return ValidationReport(directory, len(records), len(states), tuple(problems))
+
+
+def checked_episodes(directory: str | Path, *, full: bool = False) -> list[EpisodeRecord]:
+    """The episodes of a dataset the benchmark may score: :func:`validate_dataset` (cheap checks,
+    or every check with ``full``) must find no problem, else DatasetError listing them."""
+    report = validate_dataset(directory, full=full)
+    if not report.ok:
+        shown = [str(p) for p in report.problems[:MAX_PROBLEMS_SHOWN]]
+        more = len(report.problems) - len(shown)
+        raise DatasetError(
+            f"{report.directory}: the dataset fails validation ({len(report.problems)} problem(s)); the benchmark "
+            f"scores only valid datasets (`ovman validate {report.directory}` lists them):\n  "
+            + "\n  ".join(shown)
+            + (f"\n  ... and {more} more" if more else "")
+        )
+    return read_episodes(directory)
+
+
+class _StartPoses:
+    """Whether each episode's start pose can hold the agent: finite, its yaw a multiple of
+    ``world.rotate_step_deg`` and its horizon within range (any world); in the embedded world also
+    a cell of the scene's grid clear of walls (the scene's structure alone), and, given the
+    evaluated world (``visit2_end`` of the recordings), clear of its objects. One problem at most
+    per episode."""
+
+    def __init__(self, config: OvmanConfig) -> None:
+        self.config = config
+        self._world: Any = None
+        self._refused: set[str] = set()
+
+    def check(self, record: EpisodeRecord, evaluated: WorldState | None, problem) -> None:
+        if record.episode_id in self._refused:
+            return
+        message = self._problem(record, evaluated)
+        if message:
+            self._refused.add(record.episode_id)
+            problem(record.episode_id, "start_pose", message)
+
+    def _problem(self, record: EpisodeRecord, evaluated: WorldState | None) -> str:
+        pose, world = record.start_pose, self.config.sim_node.world
+        values = (pose.x, pose.z, pose.yaw_deg, pose.horizon_deg)
+        if not all(math.isfinite(v) for v in values):
+            return f"{values}: expected finite metres and degrees"
+        turns = pose.yaw_deg / world.rotate_step_deg
+        if abs(turns - round(turns)) > 1e-6:
+            return f"yaw {pose.yaw_deg} is not a multiple of world.rotate_step_deg = {world.rotate_step_deg}"
+        if not world.horizon_min_deg - 1e-6 <= pose.horizon_deg <= world.horizon_max_deg + 1e-6:
+            return f"horizon {pose.horizon_deg} is outside [{world.horizon_min_deg}, {world.horizon_max_deg}]"
+        if record.scene.world != "embedded":
+            return ""  # AI2-THOR's grid needs its controller: checked when the episode runs
+        if self._world is None:
+            from ovman_sim.embedded import EmbeddedWorld
+
+            self._world = EmbeddedWorld(self.config.sim_node)
+        try:
+            self._world.reset(record.scene.name, evaluated if evaluated is not None else WorldState.of([]), pose)
+        except ValueError as err:
+            against = "the evaluated world (the last visit-2 frame)" if evaluated is not None else "the scene's walls"
+            return f"not placeable in {against}: {err}"
+        return ""
 
 
 # ---- manifest and file ---------------------------------------------------------------------------
@@ -221,7 +298,7 @@ def _check_certification(record: EpisodeRecord, task: TaskConfig, problem) -> No
         )
 
 
-def _read_recordings(directory: Path, record: EpisodeRecord, problem) -> RecordedStates | None:
+def _read_recordings(directory: Path, record: EpisodeRecord, problem, full: bool) -> RecordedStates | None:
     ok = True
     for visit in (1, 2):
         field = f"recordings.visit{visit}"
@@ -242,7 +319,7 @@ def _read_recordings(directory: Path, record: EpisodeRecord, problem) -> Recorde
         expected = getattr(record.recordings, f"visit{visit}_frames")
         if frames != expected:
             problem(record.episode_id, f"{field}_frames", f"{expected}, but the recording holds {frames} frames")
-    if not ok:
+    if not (ok and full):
         return None
     try:
         return recorded_states(directory, record)
@@ -362,4 +439,4 @@ def report_json(report: ValidationReport) -> str:
     )
 
 
-__all__ = ["Problem", "ValidationReport", "report_json", "report_text", "validate_dataset"]
+__all__ = ["Problem", "ValidationReport", "checked_episodes", "report_json", "report_text", "validate_dataset"]

@@ -133,6 +133,52 @@ class InstanceMap:
         return np.array([instance.position for instance in self.instances], dtype=float).reshape(-1, 3)
 
 
+LABEL_SHARE_TOLERANCE = 1e-3
+"""Label shares may sum to more than 1 by this (float32 rounding on the wire)."""
+
+
+def instance_problem(instance: Instance, max_coordinate: float) -> str | None:
+    """Why ``instance`` cannot be published or used (None when it can): its position, box and
+    points must be finite and within ``max_coordinate`` metres of the origin on every axis, its
+    feature and colour histogram finite (the histogram non-negative), its label shares in [0, 1]
+    summing to at most 1 (a producer may send only its top candidates) and not all 0, and at least
+    one sighting. A map is sent or kept only when every instance passes."""
+    geometry = {
+        "position": np.asarray(instance.position, dtype=float),
+        "box": np.asarray((instance.box.lo, instance.box.hi), dtype=float),
+        "points": np.asarray(instance.points, dtype=float),
+    }
+    for name, values in geometry.items():
+        with np.errstate(invalid="ignore"):
+            if not np.all(np.abs(values) <= max_coordinate):
+                bad = float(values[~(np.abs(values) <= max_coordinate)].ravel()[0])
+                return f"instance {instance.uid}: {name} holds {bad!r}; expected finite metres within ±{max_coordinate}"
+    for name, values in (("feature", instance.feature), ("colour_histogram", instance.colour)):
+        if not np.all(np.isfinite(np.asarray(values, dtype=float))):
+            return f"instance {instance.uid}: {name} holds a non-finite value"
+    if not np.all(np.asarray(instance.colour, dtype=float) >= 0.0):
+        return f"instance {instance.uid}: colour_histogram holds a negative value"
+    shares = np.asarray(list(instance.labels.values()), dtype=float)
+    valid = len(shares) and np.all((shares >= 0.0) & (shares <= 1.0))
+    if not (valid and 0.0 < shares.sum() <= 1.0 + LABEL_SHARE_TOLERANCE):
+        return (
+            f"instance {instance.uid}: label probabilities {shares.tolist()}; expected values in [0, 1] "
+            f"summing to at most 1, not all 0"
+        )
+    if not instance.sightings:
+        return f"instance {instance.uid}: no sightings"
+    return None
+
+
+def map_problem(instance_map: InstanceMap, max_coordinate: float) -> str | None:
+    """The first :func:`instance_problem` of the map's instances, prefixed with the visit, or None."""
+    for instance in instance_map.instances:
+        problem = instance_problem(instance, max_coordinate)
+        if problem is not None:
+            return f"visit-{instance_map.visit} map: {problem}"
+    return None
+
+
 def at_wire_precision(instance: Instance) -> Instance:
     """``instance`` with its points, feature, colour histogram and label shares as an InstanceMap
     message carries them (float32 values, labels by decreasing share then name), so that a map used

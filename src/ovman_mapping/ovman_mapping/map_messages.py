@@ -33,7 +33,7 @@ from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ovman_core.boxes import Box3, Vec3
-from ovman_core.config import ConfigError, MapMarkersConfig
+from ovman_core.config import ConfigError, LimitsConfig, MapMarkersConfig
 from ovman_core.frames import (
     camera_angles,
     ros_to_thor_point,
@@ -43,7 +43,7 @@ from ovman_core.frames import (
 )
 from ovman_interfaces.msg import Instance as InstanceMsg
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
-from ovman_mapping.instances import Instance, InstanceMap, Sighting
+from ovman_mapping.instances import Instance, InstanceMap, Sighting, map_problem
 from ovman_sim import bundle
 from ovman_sim.messages import MessageError, camera_bundle_items, depth_array, image_array, stamp_of, time_msg
 from ovman_sim.world import Observation
@@ -290,10 +290,20 @@ def instance_from_msg(message: InstanceMsg, visit: int) -> Instance:
     )
 
 
-def instance_map_from_msg(message: InstanceMapMsg) -> tuple[InstanceMap, dict[str, int]]:
-    """The core map of an InstanceMap message (instances in message order) and each uid's wire id."""
+def instance_map_from_msg(message: InstanceMapMsg, limits: LimitsConfig) -> tuple[InstanceMap, dict[str, int]]:
+    """The core map of an InstanceMap message (instances in message order) and each uid's wire id.
+
+    MapMessageError naming the instance and the field unless the map is usable as a whole: at most
+    ``limits.max_map_instances`` instances, unique ids, consistent feature and histogram lengths,
+    and every instance finite and in range (:func:`ovman_mapping.instances.map_problem` with
+    ``limits.max_coordinate``). Nothing of a refused map is kept."""
     if message.visit not in (InstanceMapMsg.VISIT_1, InstanceMapMsg.VISIT_2):
         raise MapMessageError(f"InstanceMap.visit must be 1 or 2, got {message.visit}")
+    if len(message.instances) > limits.max_map_instances:
+        raise MapMessageError(
+            f"visit-{message.visit} map: {len(message.instances)} instances; at most {limits.max_map_instances} "
+            f"are accepted (limits.max_map_instances bounds the association's memory)"
+        )
     seen: set[int] = set()
     for item in message.instances:
         if item.id in seen:
@@ -308,6 +318,9 @@ def instance_map_from_msg(message: InstanceMapMsg) -> tuple[InstanceMap, dict[st
             f"({sorted(colours)}) lengths"
         )
     core = InstanceMap(visit=message.visit, instances=instances, encoder=message.encoder)
+    problem = map_problem(core, limits.max_coordinate)
+    if problem is not None:
+        raise MapMessageError(problem)
     return core, {i.uid: int(item.id) for i, item in zip(instances, message.instances, strict=True)}
 
 

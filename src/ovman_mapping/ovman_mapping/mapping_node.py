@@ -31,6 +31,12 @@ bundles, builds its map and publishes, latched (transient local):
   (namespace ``visit<n>/boxes``) and a label (``visit<n>/labels``) per instance, marker id =
   instance id.
 
+Every order of calls gets a reply, never a dead node: start_visit while a finish_visit waits, a
+finish of a visit that is not open, or a map with a non-finite or out-of-range instance
+(:func:`ovman_mapping.instances.map_problem`; such a map is never published) each get
+``success`` false and a message. A camera frame whose camera_info is not a pinhole matrix, whose
+pose is not finite or whose images disagree with camera_info is dropped with a warning and counted.
+
 Parameters: every key of ``ovman_core.config.node_parameters(config, "mapping_node")`` under its
 dotted name (e.g. ``encoder.kind``, ``node.start_visit``), read at start-up; the config file is
 ``$OVMAN_CONFIG`` or the default one.
@@ -59,6 +65,7 @@ from ovman_interfaces.srv import MapVisit
 from ovman_mapping.backprojection import FrameFormatError
 from ovman_mapping.bundle_sync import StampSynchronizer
 from ovman_mapping.encoders import FeatureEncoder, make_encoder
+from ovman_mapping.instances import map_problem
 from ovman_mapping.map_messages import (
     MAP_TOPIC,
     MARKERS_TOPIC,
@@ -74,7 +81,7 @@ from ovman_mapping.segmenter import SegmenterError, make_segmenter
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_sim import bundle, bundle_cdr
 from ovman_sim.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
-from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 from ovman_sim.world import Observation
 
 NODE_NAME = "mapping_node"
@@ -128,7 +135,9 @@ class MappingNode(GraphNode):
         except SegmenterError as err:
             raise ConfigError(str(err)) from None
         segmenter.warm_up()  # a network loads now, not at the first frame
-        self.mapper = VisitMapper(self.config.mapping_node, self.encoder, segmenter)
+        self.mapper = VisitMapper(
+            self.config.mapping_node, self.encoder, segmenter, self.config.shared.limits.max_coordinate
+        )
         # A label-blind segmenter on the topics reads a robot's four: no instance masks, no labels table.
         self.plain = self.camera_input == bundle.CAMERA_TOPICS_OUTPUT and not segmenter.reads_simulator_segments
         self.topics = PLAIN_CAMERA_MESSAGES if self.plain else CAMERA_MESSAGES
@@ -169,7 +178,7 @@ class MappingNode(GraphNode):
 
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
         defaults = node_parameters(config, NODE_NAME)
-        self.declare_parameters("", list(defaults.items()))
+        declare_config_parameters(self, defaults)
         values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
         try:
             updated = with_parameters(config, NODE_NAME, values)
@@ -254,6 +263,13 @@ class MappingNode(GraphNode):
     # ---------------------------------------------------------------- services
 
     def _on_start_visit(self, request: MapVisit.Request, response: MapVisit.Response) -> MapVisit.Response:
+        if self._finishing is not None:
+            response.success = False
+            response.message = (
+                f"cannot start visit {request.visit}: finish_visit of visit {self.mapper.visit} is waiting for "
+                f"{self._finishing[0]} bundles; call start_visit after it returns"
+            )
+            return response
         try:
             self.mapper.start(int(request.visit))
         except VisitError as err:
@@ -285,8 +301,16 @@ class MappingNode(GraphNode):
             self.get_logger().warning(response.message)
             return response
         summary = self._state()
-        instance_map, stamps = self.mapper.finish(visit)
-        message = instance_map_msg(instance_map, stamps, self.config.frames.map, self.get_clock().now().to_msg())
+        try:
+            instance_map, stamps = self.mapper.finish(visit)
+            problem = map_problem(instance_map, self.config.shared.limits.max_coordinate)
+            if problem is not None:
+                raise MapMessageError(f"visit {visit} was closed but its map is not published: {problem}")
+            message = instance_map_msg(instance_map, stamps, self.config.frames.map, self.get_clock().now().to_msg())
+        except (VisitError, MapMessageError) as err:
+            response.success, response.message = False, str(err)
+            self.get_logger().error(response.message)
+            return response
         self._map_publishers[visit].publish(message)
         self._marker_publishers[visit].publish(map_markers(message, self.config.mapping_node.markers))
         response.success, response.frames, response.instances = True, len(stamps), len(instance_map)
@@ -311,7 +335,11 @@ def main(args: Sequence[str] | None = None) -> None:
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node = None
     try:
-        node = MappingNode()
+        try:
+            node = MappingNode()
+        except ConfigError as err:  # a bad config file or parameter: the message says which
+            print(f"mapping_node: cannot start: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         spin_until_shutdown(executor)

@@ -9,6 +9,7 @@ Not thread-safe: the node serialises calls. Frames: AI2-THOR world (see ovman_ma
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from ovman_core.config import MappingConfig
@@ -30,8 +31,15 @@ class VisitError(ValueError):
 class VisitMapper:
     """Builds one visit's map at a time; see the module docstring."""
 
-    def __init__(self, config: MappingConfig, encoder: FeatureEncoder, segmenter: Segmenter | None = None) -> None:
+    def __init__(
+        self,
+        config: MappingConfig,
+        encoder: FeatureEncoder,
+        segmenter: Segmenter | None = None,
+        max_coordinate: float = math.inf,
+    ) -> None:
         self.config = config
+        self.max_coordinate = max_coordinate
         self.encoder = encoder
         self.segmenter = (
             segmenter if segmenter is not None else make_segmenter(config.segmenter, encoder=config.encoder)
@@ -56,10 +64,16 @@ class VisitMapper:
 
     def add(self, observation: Observation, stamp_ns: int) -> bool:
         """Fuse one frame stamped ``stamp_ns`` into the open visit; False (and counted in
-        ``unassigned``) when no visit is open. Stamps must increase."""
+        ``unassigned``) when no visit is open. Stamps must increase, and the camera must lie within
+        ``max_coordinate`` metres of the origin on every axis (VisitError otherwise)."""
         if self._builder is None:
             self.unassigned += 1
             return False
+        if not all(abs(v) <= self.max_coordinate for v in observation.camera_position):
+            raise VisitError(
+                f"frame stamped {stamp_ns} ns: camera at {observation.camera_position}; expected finite metres "
+                f"within ±{self.max_coordinate} (limits.max_coordinate)"
+            )
         if self.stamps and stamp_ns <= self.stamps[-1]:
             raise VisitError(f"frame stamped {stamp_ns} ns after one at {self.stamps[-1]} ns: stamps must increase")
         self._builder.add(observation)

@@ -99,7 +99,7 @@ from ovman_nav.executor import (
 )
 from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
 from ovman_sim.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, stamp_of, start_pose_from_msg
-from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 from ovman_sim.world import Action, ActionResult
 
 NODE_NAME = "nav_node"
@@ -418,8 +418,7 @@ class NavNode(GraphNode):
 
     def __init__(self, config: OvmanConfig, world: NavigableWorld | None = None, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
-        for name, value in node_parameters(config, NODE_NAME).items():
-            self.declare_parameter(name, value)
+        declare_config_parameters(self, node_parameters(config, NODE_NAME))
         overrides = {name: self.get_parameter(name).value for name in node_parameters(config, NODE_NAME)}
         self.config = with_parameters(config, NODE_NAME, overrides)
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings

@@ -21,6 +21,7 @@ import dataclasses
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from scipy.spatial.distance import cdist
 
 from ovman_core.config import AssociationConfig
 from ovman_mapping.fusion import bhattacharyya
@@ -104,8 +105,9 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
     uids2 = [i.uid for i in map2]
     p1, p2 = map1.positions(), map2.positions()
     dissimilarity = feature_dissimilarity(map1, map2, config.colour_weight)
-    distance = np.linalg.norm(p1[:, None, :] - p2[None], axis=2) if len(p1) and len(p2) else dissimilarity * 0.0
-    floor = np.linalg.norm(p1[:, None, [0, 2]] - p2[None, :, [0, 2]], axis=2) if len(p1) and len(p2) else distance
+    # (N1, N2) matrices only, never an (N1, N2, 3) difference array: memory is a few N1·N2 doubles.
+    distance = cdist(p1, p2) if len(p1) and len(p2) else dissimilarity * 0.0
+    floor = cdist(p1[:, [0, 2]], p2[:, [0, 2]]) if len(p1) and len(p2) else distance
 
     stay_cost = config.feature_weight * dissimilarity + config.distance_weight * distance
     stay_allowed = (distance <= config.stay_distance_gate) & (dissimilarity <= config.stay_max_dissimilarity)
@@ -122,8 +124,9 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
                 float(floor[r, c]),
             )
         )
-    left1 = [r for r in range(len(uids1)) if all(p.uid1 != uids1[r] for p in pairs)]
-    left2 = [c for c in range(len(uids2)) if all(p.uid2 != uids2[c] for p in pairs)]
+    stayed1, stayed2 = {p.uid1 for p in pairs}, {p.uid2 for p in pairs}
+    left1 = [r for r, uid in enumerate(uids1) if uid not in stayed1]
+    left2 = [c for c, uid in enumerate(uids2) if uid not in stayed2]
     sub = dissimilarity[np.ix_(left1, left2)]
     for r, c in _solve(sub, sub <= config.relocation_max_dissimilarity):
         i, j = left1[r], left2[c]
@@ -140,8 +143,9 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
         )
     matched1 = {p.uid1 for p in pairs}
     matched2 = {p.uid2 for p in pairs}
+    order1 = {uid: k for k, uid in enumerate(uids1)}
     return Association(
-        pairs=tuple(sorted(pairs, key=lambda p: uids1.index(p.uid1))),
+        pairs=tuple(sorted(pairs, key=lambda p: order1[p.uid1])),
         removed=tuple(u for u in uids1 if u not in matched1),
         appeared=tuple(u for u in uids2 if u not in matched2),
     )

@@ -3,7 +3,10 @@
 A thin node around :func:`ovman_query.query_requests.answer_query`:
 
 - subscribes (transient local) to ``/ovman/map/visit1`` and ``/ovman/map/visit2``
-  (ovman_interfaces/InstanceMap, published by mapping_node) and keeps the latest of each;
+  (ovman_interfaces/InstanceMap, published by mapping_node) and keeps the latest of each; a map
+  that is too large (``limits.max_map_instances``), not finite or out of range
+  (``limits.max_coordinate``) is refused, and the refusal replaces the visit's older map: queries
+  that need it get NO_MAP naming why, never an answer from an older map of another episode;
 - serves ``/ovman/query`` (ovman_interfaces/srv/Query): free text, or category + relation, and
   the arm; the status is always set (ANSWERED, ABSTAINED, PARSE_FAILED, NO_MAP, INVALID_REQUEST);
 - publishes, latched, ``/ovman/answer/markers`` (visualization_msgs/MarkerArray: DELETEALL, then
@@ -47,9 +50,9 @@ from ovman_query.query_messages import (
     request_from_msg,
     response_msg,
 )
-from ovman_query.query_requests import CachingAgent, VisitMap, answer_query
+from ovman_query.query_requests import CachingAgent, HeldMap, RejectedMap, VisitMap, answer_query
 from ovman_sim.messages import stamp_of
-from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 
 NODE_NAME = "query_node"
 ENCODER_NODE = "mapping_node"
@@ -75,7 +78,7 @@ class QueryNode(GraphNode):
         encoder = encoder if encoder is not None else make_encoder(self.config.mapping_node.encoder)
         self.agent = CachingAgent(self.config, encoder)
         encoder.warm_up()  # a model loads now, not during the first query
-        self.maps: dict[int, VisitMap | None] = dict.fromkeys(VISITS)
+        self.maps: dict[int, HeldMap] = dict.fromkeys(VISITS)
         for visit in VISITS:
             self.create_subscription(
                 InstanceMapMsg, MAP_TOPIC.format(visit=visit), functools.partial(self._on_map, visit), LATCHED
@@ -94,7 +97,7 @@ class QueryNode(GraphNode):
             for name, value in node_parameters(config, ENCODER_NODE).items()
             if name.startswith(ENCODER_PREFIX)
         }
-        self.declare_parameters("", [*own.items(), *encoder.items()])
+        declare_config_parameters(self, {**own, **encoder})
         try:
             updated = with_parameters(config, NODE_NAME, {n: parameter_value(self.get_parameter(n).value) for n in own})
             updated = with_parameters(
@@ -115,13 +118,13 @@ class QueryNode(GraphNode):
 
     def _on_map(self, visit: int, message: InstanceMapMsg) -> None:
         topic = MAP_TOPIC.format(visit=visit)
-        if message.visit != visit:
-            self.get_logger().error(f"{topic}: ignored a map of visit {message.visit}")
-            return
         try:
-            instance_map, ids = instance_map_from_msg(message)
+            if message.visit != visit:
+                raise MapMessageError(f"the message says visit {message.visit}")
+            instance_map, ids = instance_map_from_msg(message, self.config.shared.limits)
         except MapMessageError as err:
-            self.get_logger().error(f"{topic}: ignored a map that cannot be used: {err}")
+            self.maps[visit] = RejectedMap(f"{topic}: {err}")
+            self.get_logger().error(f"{topic}: refused a map; queries needing visit {visit} get NO_MAP: {err}")
             return
         self.maps[visit] = VisitMap(instance_map, ids, stamp_of(message.header))
         self.get_logger().info(f"{topic}: {len(instance_map)} instances ({instance_map.encoder})")
@@ -129,7 +132,7 @@ class QueryNode(GraphNode):
 
     def _publish_changes(self) -> None:
         first, second = self.maps[1], self.maps[2]
-        if first is None or second is None or second.stamp_ns <= first.stamp_ns:
+        if not (isinstance(first, VisitMap) and isinstance(second, VisitMap)) or second.stamp_ns <= first.stamp_ns:
             return
         map1, map2 = first.instance_map, second.instance_map
         try:
@@ -160,7 +163,11 @@ def main(args: Sequence[str] | None = None) -> None:
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node = None
     try:
-        node = QueryNode()
+        try:
+            node = QueryNode()
+        except ConfigError as err:  # a bad config file or parameter: the message says which
+            print(f"query_node: cannot start: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         spin_until_shutdown(executor)

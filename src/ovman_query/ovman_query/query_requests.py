@@ -6,8 +6,9 @@
    either free text, or a category and a relation, never both (two_visit_text: free text only)
    → ``INVALID_REQUEST``;
 2. free text parses (:class:`ovman_query.parser.QueryParser`) → else ``PARSE_FAILED``;
-3. the maps the arm needs are there, were built with the agent's encoder, and the visit-2 map is
-   newer than the visit-1 map (so both belong to one episode) → else ``NO_MAP``;
+3. the maps the arm needs are there (the latest one received for each visit was not refused, see
+   :class:`RejectedMap`), were built with the agent's encoder, and the visit-2 map is newer than
+   the visit-1 map (so both belong to one episode) → else ``NO_MAP``;
 4. every excluded id is an instance of the visit-2 map → else ``INVALID_REQUEST``;
 
 then runs the arm: ``ANSWERED`` with a point, or ``ABSTAINED``. The arms given ground truth
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,6 +81,14 @@ class VisitMap:
 
 
 @dataclasses.dataclass(frozen=True)
+class RejectedMap:
+    """The latest map received for a visit could not be used (``reason``): it replaces whatever
+    was held for that visit, so an older map is never paired with a newer one of the other visit."""
+
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class QueryOutcome:
     """What the service answers. ``point``: floor (x, z), world frame, metres, set only when
     answered; ``instance_visit1/2``: wire ids of the answer's instances (-1: none);
@@ -94,6 +104,10 @@ class QueryOutcome:
     instance_visit2: int = -1
     confidence: float = 0.0
     prediction: Prediction | None = None
+
+
+HeldMap = VisitMap | RejectedMap | None
+"""What the query side holds for one visit: a usable map, the refusal of the latest one, or nothing yet."""
 
 
 class CachingAgent(ReferenceAgent):
@@ -141,17 +155,23 @@ def _masked(evidence: ChangeEvidence, uids: frozenset[str]) -> ChangeEvidence:
     return dataclasses.replace(evidence, visit2=visit2)
 
 
-def _map_problem(agent: ReferenceAgent, visit1: VisitMap | None, visit2: VisitMap | None, arm: Arm) -> str | None:
+def _map_problem(agent: ReferenceAgent, visit1: HeldMap, visit2: HeldMap, arm: Arm) -> str | None:
     needed = {1: visit1, 2: visit2} if arm in TWO_MAP_ARMS else {2: visit2}
     for visit, held in needed.items():
         if held is None:
             return f"arm {arm.value} needs the visit-{visit} map, and none has been received"
+        if isinstance(held, RejectedMap):
+            return (
+                f"arm {arm.value} needs the visit-{visit} map, and the latest one received was refused "
+                f"({held.reason}); no earlier visit-{visit} map is used in its place"
+            )
         if held.instance_map.encoder != agent.encoder_description:
             return (
                 f"the visit-{visit} map was built with encoder {held.instance_map.encoder!r} but queries are embedded "
                 f"with {agent.encoder_description!r}: run mapping_node and query_node with the same encoder.* config"
             )
-    if arm in TWO_MAP_ARMS and visit1 is not None and visit2 is not None and visit2.stamp_ns <= visit1.stamp_ns:
+    both = isinstance(visit1, VisitMap) and isinstance(visit2, VisitMap)
+    if arm in TWO_MAP_ARMS and both and visit2.stamp_ns <= visit1.stamp_ns:  # type: ignore[union-attr]
         return "the visit-2 map is not newer than the visit-1 map: visit 2 of this episode has not been mapped yet"
     return None
 
@@ -171,10 +191,10 @@ def _run_arm(agent: ReferenceAgent, arm: Arm, map1: InstanceMap | None, map2: In
 
 
 def answer_query(
-    agent: ReferenceAgent, visit1: VisitMap | None, visit2: VisitMap | None, request: QueryRequest, seed: int
+    agent: ReferenceAgent, visit1: HeldMap, visit2: HeldMap, request: QueryRequest, seed: int
 ) -> QueryOutcome:
     """Answer ``request`` from the held maps (see the module docstring); ``seed`` drives the
-    single-visit arm's pick."""
+    single-visit arm's pick. Never answers a non-finite point: such a prediction is ABSTAINED."""
     try:
         arm = Arm(request.arm.strip() or Arm.TWO_VISIT.value)
     except ValueError:
@@ -210,7 +230,7 @@ def answer_query(
     problem = _map_problem(agent, visit1, visit2, arm)
     if problem is not None:
         return QueryOutcome(Status.NO_MAP, problem, **fields)
-    assert visit2 is not None
+    assert isinstance(visit2, VisitMap)
     uid_of = {wire: uid for uid, wire in visit2.ids.items()}
     unknown = sorted(set(request.exclude_ids) - set(uid_of))
     if unknown:
@@ -218,12 +238,16 @@ def answer_query(
             Status.INVALID_REQUEST, f"exclude_ids {unknown} are not instances of the visit-2 map", **fields
         )
     excluded = frozenset(uid_of[i] for i in request.exclude_ids)
-    map1 = visit1.instance_map if visit1 is not None else None
+    map1 = visit1.instance_map if isinstance(visit1, VisitMap) else None
     try:
         prediction = _run_arm(agent, arm, map1, visit2.instance_map, query, seed, excluded)
     except (GroundingError, AssociationError) as err:
         return QueryOutcome(Status.NO_MAP, f"the maps cannot answer queries: {err}", **fields)
-    ids1 = visit1.ids if visit1 is not None else {}
+    if prediction.point is not None and not all(math.isfinite(v) for v in prediction.point):
+        return QueryOutcome(
+            Status.ABSTAINED, f"the arm's point {prediction.point} is not finite; no goal is given", **fields
+        )
+    ids1 = visit1.ids if isinstance(visit1, VisitMap) else {}
     wire1 = next((ids1[u] for u in prediction.instance_ids if u in ids1), -1)
     wire2 = next((visit2.ids[u] for u in prediction.instance_ids if u in visit2.ids), -1)
     return QueryOutcome(

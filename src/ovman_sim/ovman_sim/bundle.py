@@ -333,11 +333,33 @@ def camera_info_fields(intrinsics: Intrinsics) -> CameraInfoFields:
 
 
 def intrinsics_from_camera_info(width: int, height: int, k: Any) -> Intrinsics:
-    """Intrinsics back from CameraInfo ``width``, ``height`` and the row-major 3×3 ``k``."""
+    """Intrinsics back from CameraInfo ``width``, ``height`` and the row-major 3×3 ``k``.
+
+    The mapper's camera is an ideal pinhole with square-grid pixels: ``k`` must be finite, with
+    positive focal lengths, no skew, the principal point inside the image and a last row
+    ``0 0 1``. An uncalibrated driver publishes all zeros; that is refused (BundleFormatError
+    naming the field), never back-projected into non-finite points.
+    """
     values = [float(v) for v in k]
     if len(values) != 9:
         raise BundleFormatError(f"CameraInfo.k must hold 9 values, got {len(values)}")
-    return Intrinsics(int(width), int(height), values[0], values[4], values[2], values[5])
+    if not (int(width) > 0 and int(height) > 0):
+        raise BundleFormatError(f"CameraInfo width and height must be positive pixels, got {width}x{height}")
+    fx, skew, cx, _, fy, cy, *last = values
+    problems = [
+        problem
+        for ok, problem in (
+            (all(math.isfinite(v) for v in values), "every value must be finite"),
+            (fx > 0.0 and fy > 0.0, "fx = k[0] and fy = k[4] must be positive (an uncalibrated camera publishes 0)"),
+            (skew == 0.0 and values[3] == 0.0, "k[1] and k[3] must be 0 (no skew)"),
+            (0.0 <= cx <= width and 0.0 <= cy <= height, f"the principal point must lie in the {width}x{height} image"),
+            (last == [0.0, 0.0, 1.0], "the last row k[6:9] must be 0 0 1"),
+        )
+        if not ok
+    ]
+    if problems:
+        raise BundleFormatError(f"CameraInfo.k = {values} is not a pinhole camera matrix: {'; '.join(problems)}")
+    return Intrinsics(int(width), int(height), fx, fy, cx, cy)
 
 
 # ---- JSON tables ---------------------------------------------------------------------------------

@@ -94,7 +94,7 @@ from ovman_sim.messages import (
 )
 from ovman_sim.recording import RawFrame
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
-from ovman_sim.spinning import GraphNode, report_cpu_time, spin_until_shutdown
+from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 from ovman_sim.world import Condition
 
 NODE_NAME = "sim_node"
@@ -190,7 +190,7 @@ class SimNode(GraphNode):
 
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
         defaults = node_parameters(config, NODE_NAME)
-        self.declare_parameters("", [(name, value) for name, value in defaults.items()])
+        declare_config_parameters(self, defaults)
         values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
         try:
             updated = with_parameters(config, NODE_NAME, values)
@@ -375,7 +375,9 @@ class SimNode(GraphNode):
                 raise SessionError(f"recorded frame at {frame.stamp_ns} ns: {err}") from None
 
     def destroy_node(self) -> None:
-        self.session.close()
+        session = getattr(self, "session", None)  # absent when the constructor failed
+        if session is not None:
+            session.close()
         super().destroy_node()
 
     @property
@@ -407,7 +409,11 @@ def main(args: Sequence[str] | None = None) -> None:
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node = None
     try:
-        node = SimNode()
+        try:
+            node = SimNode()
+        except ConfigError as err:  # a bad config file or parameter: the message says which
+            print(f"sim_node: cannot start: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         spin_until_shutdown(executor)

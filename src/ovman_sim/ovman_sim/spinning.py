@@ -9,6 +9,11 @@ GraphNode creates its endpoints without those handlers unless its ``qos_event_wa
 (config ``ros.qos_event_warnings``, shared by every node: turn it on to debug the topics of a new
 robot); ``ros2 topic info -v`` shows every endpoint's QoS either way.
 
+:func:`declare_config_parameters`: every node declares its config keys as ROS parameters typed by
+their defaults. rclpy refuses an override of another type (``-p grounding.delta_g:=abc``) with an
+exception and a traceback; this turns it into a :class:`~ovman_core.config.ConfigError` that names
+the parameter, the node and both types, which each node's ``main`` prints.
+
 :func:`spin_until_shutdown`: rclpy's SIGINT handler shuts the context down from the signal handler. An executor that is
 building its wait set at that moment fails with ``RCLError`` ("the given context is not valid")
 instead of raising ``ExternalShutdownException``; the more threads spin (MultiThreadedExecutor),
@@ -26,10 +31,15 @@ import resource
 import sys
 from typing import Any
 
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+from rclpy.exceptions import InvalidParameterTypeException, ParameterException
 from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from ovman_core.config import ConfigError, parameter_value
 
 
 class GraphNode(Node):
@@ -52,6 +62,53 @@ class GraphNode(Node):
         if event_callbacks is None and not self.qos_event_warnings:
             event_callbacks = SubscriptionEventCallbacks(use_default_callbacks=False)
         return super().create_subscription(*args, event_callbacks=event_callbacks, **kwargs)
+
+
+_TYPE_NAMES = {
+    Parameter.Type.BOOL: "bool",
+    Parameter.Type.INTEGER: "integer",
+    Parameter.Type.DOUBLE: "double",
+    Parameter.Type.STRING: "string",
+    Parameter.Type.BYTE_ARRAY: "byte array",
+    Parameter.Type.BOOL_ARRAY: "list of bools",
+    Parameter.Type.INTEGER_ARRAY: "list of integers",
+    Parameter.Type.DOUBLE_ARRAY: "list of doubles",
+    Parameter.Type.STRING_ARRAY: "list of strings",
+}
+"""ROS parameter type -> what the errors call it."""
+
+
+def declare_config_parameters(node: Node, defaults: dict[str, Any]) -> None:
+    """Declare ``defaults`` ({dotted name: value}) as parameters of ``node``, each typed by its
+    default; a command-line or launch override replaces the default (read it with ``get_parameter``).
+
+    Raises ConfigError naming the parameter and the node when an override has another type than the
+    default (``expected a double, got the string 'abc'``), has no value (``:=[]``: an empty list has
+    no ROS type) or rclpy refuses it otherwise.
+    """
+    for name, default in defaults.items():
+        expected = _TYPE_NAMES[Parameter.Type.from_parameter_value(default)]
+        try:
+            declared = node.declare_parameter(name, default)
+        except InvalidParameterTypeException:
+            # rclpy keeps the override only privately: a dynamically typed declaration reads it.
+            override = node.declare_parameter(name, default, ParameterDescriptor(dynamic_typing=True)).value
+            got = _TYPE_NAMES[Parameter.Type.from_parameter_value(override)]
+            raise ConfigError(
+                f"parameter '{name}' of {node.get_name()}: expected {_article(expected)} {expected}, "
+                f"got the {got} {parameter_value(override)!r}"
+            ) from None
+        except ParameterException as err:
+            raise ConfigError(f"parameter '{name}' of {node.get_name()}: {err}") from None
+        if declared.type_ == Parameter.Type.NOT_SET:
+            raise ConfigError(
+                f"parameter '{name}' of {node.get_name()}: expected {_article(expected)} {expected}, got no value "
+                "(an empty list has no ROS type)"
+            )
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[0] in "aeiou" else "a"
 
 
 def spin_until_shutdown(executor: Executor) -> None:
