@@ -1,8 +1,11 @@
 """Answering /ovman/query requests from held maps (query_node's core), and the change set it publishes."""
 
 import dataclasses
+import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
@@ -212,3 +215,28 @@ def test_the_caching_agent_answers_like_the_reference_agent_and_associates_once_
         other = dataclasses.replace(MAP2, instances=MAP2.instances[:2])
         caching.associate(MAP1, other)
         assert len(calls) == len(Relation) + 2
+
+
+REQUEST_TEXT = st.text(max_size=60) | st.sampled_from(["", " ", "go to where the vase was", "🦄" * 30, "x" * 5000])
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    text=REQUEST_TEXT,
+    category=st.sampled_from(["", "Vase", "vase", "sofa", "Teapot", "\u0000", "椅子"]) | st.text(max_size=10),
+    relation=st.sampled_from(["", "moved", "former", "removed", "appeared", "stable", "moving", "teleported"]),
+    arm=st.sampled_from(["", "two_visit", "two_visit_text", "single_visit", "category_only", "oracle_positions", "x"]),
+    exclude=st.lists(st.integers(min_value=-(2**31), max_value=2**31), max_size=3),
+)
+def test_any_query_request_gets_a_status_and_never_a_non_finite_goal(text, category, relation, arm, exclude):
+    """A bounded fuzz (issue 22): whatever the fields, a status and an explanation, no exception."""
+    request = QueryRequest(text=text, category=category, relation=relation, arm=arm, exclude_ids=tuple(exclude))
+    outcome = answer_query(FUZZ_AGENT, VISIT1, VISIT2, request, SEED)
+    assert isinstance(outcome.status, Status) and outcome.explanation
+    if outcome.status is Status.ANSWERED:
+        assert outcome.point is not None and all(math.isfinite(v) for v in outcome.point)
+    else:
+        assert outcome.point is None
+
+
+FUZZ_AGENT = ReferenceAgent(CONFIG, OneHotEncoder(AXES))

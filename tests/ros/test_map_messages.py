@@ -7,6 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
 try:
@@ -43,7 +45,7 @@ from ovman_core.camera import Intrinsics
 from ovman_core.config import ConfigError, load_config
 from ovman_core.frames import thor_to_ros_point
 from ovman_core.world_state import AgentPose, WorldState
-from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
+from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision, map_problem
 from ovman_query.change_set import Change, ChangeKind
 from ovman_query.query_requests import QueryOutcome, Status
 from ovman_sim import bundle
@@ -401,3 +403,23 @@ def test_the_change_set_message_carries_wire_ids_and_minus_one_where_absent():
     assert (moved.kind, moved.id_visit1, moved.id_visit2) == (InstanceChange.MOVED, 0, 5)
     assert moved.position_visit2.x == pytest.approx(4.0) and moved.displacement == pytest.approx(4.0)
     assert (removed.kind, removed.id_visit1, removed.id_visit2) == (InstanceChange.REMOVED, 1, -1)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    field=st.sampled_from(("centroid", "box_min", "box_max")),
+    axis=st.sampled_from("xyz"),
+    value=st.floats(allow_nan=True, allow_infinity=True),
+    probs=st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=2, max_size=2),
+)
+def test_an_instance_map_with_any_geometry_is_refused_or_finite_and_in_range(field, axis, value, probs):
+    """A bounded fuzz (issue 22): a received map is refused naming it, or every instance passes."""
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    setattr(getattr(message.instances[0], field), axis, value)
+    message.instances[1].label_probs = probs
+    try:
+        received, _ = instance_map_from_msg(message, LIMITS)
+    except MapMessageError as err:
+        assert "visit-2 map" in str(err)
+    else:
+        assert map_problem(received, LIMITS.max_coordinate) is None
