@@ -4,6 +4,7 @@ with ``conditions=("low_light",)`` on a tiny embedded dataset."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shutil
 
@@ -13,7 +14,7 @@ import pytest
 from ovman_core.relations import Relation
 from ovman_eval.cli import main
 from ovman_eval.condition_frames import ConditionSensor, StressCondition, recording_sim_config, stress_condition
-from ovman_eval.dataset import EPISODES, read_episodes
+from ovman_eval.dataset import EPISODES, MANIFEST, read_episodes
 from ovman_eval.results import (
     BASELINE,
     RESULTS,
@@ -258,6 +259,9 @@ def test_a_dataset_recorded_under_a_condition_is_refused(dataset, config, tmp_pa
     shutil.copytree(dataset, copy)
     episodes = (copy / EPISODES).read_text().replace('"condition":"baseline"', '"condition":"texture"')
     (copy / EPISODES).write_text(episodes)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    manifest["episodes_sha256"] = hashlib.sha256(episodes.encode("utf-8")).hexdigest()  # as generated so
+    (copy / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(BenchmarkError, match="recorded under texture"):
         run_benchmark(BenchmarkRequest(copy, ARMS, (0,), conditions=(LOW,)), config, out_root=tmp_path / "runs")
 
