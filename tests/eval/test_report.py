@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from ovman_eval.report import (
 )
 from ovman_eval.results import (
     ARM_ORDER,
+    EMBODIED_ERROR,
     FINISHED,
     RESULTS,
     RUN_FILE,
@@ -31,7 +33,7 @@ from ovman_eval.results import (
     read_sketches,
     to_json_line,
 )
-from ovman_eval.tables import all_tables
+from ovman_eval.tables import all_tables, headline_table
 from ovman_mapping.learned_segmenter import MANIFEST_FILE, PACKAGED_MODEL
 
 from .benchmark_records import RELATIONS, map_summary, memory, record, sketch
@@ -197,6 +199,67 @@ def test_ovman_report_on_an_unfinished_run_says_how_to_finish_it(tmp_path, capsy
     assert "run `ovman benchmark` again to resume" in capsys.readouterr().err
     with pytest.raises(ResultsError):
         read_results(tmp_path)
+
+
+def test_ovman_report_skips_a_damaged_line_of_a_finished_run_and_says_which(run_dir, capsys):
+    path = run_dir / RESULTS
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2].replace('"success":true', '"success":false', 1)  # still valid JSON
+    lines.insert(5, "")
+    path.write_text("\n".join(lines) + "\n")
+    damaged = path.read_bytes()
+    assert main(["report", str(run_dir), "--no-episode-figures"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"ovman report: skipped {path} line 3: checksum mismatch: the line was changed after it was written",
+        f"ovman report: skipped {path} line 6: blank line",
+        "ovman report: 2 damaged line(s) skipped, 1 episode(s) left out of the tables: e0 (named at the top of "
+        f"{run_dir / REPORT_MD})",
+    ]
+    markdown = (run_dir / REPORT_MD).read_text()
+    assert markdown.splitlines()[2] == (  # the first fact, under the title
+        "- **skipped damaged lines**: 2, not used in this report: results.jsonl line 3 (checksum mismatch: the "
+        "line was changed after it was written), line 6 (blank line); episodes left out of the tables: e0; "
+        "`ovman benchmark` with the run's arguments and `--run-dir` of this run computes them again"
+    )
+    assert "| e0 |" not in markdown and "| e1 |" in markdown
+    assert "<li><b>skipped damaged lines</b>: 2, not used" in (run_dir / REPORT_HTML).read_text()
+    assert (run_dir / FINISHED).is_file() and path.read_bytes() == damaged  # still finished, left as it was
+    assert len(read_results(run_dir)) == len(run_records()) - 1
+
+
+def test_ovman_report_refuses_a_run_where_every_episode_lost_a_line(run_dir, capsys):
+    path = run_dir / RESULTS
+    lines = path.read_text().splitlines()
+    for i in range(EPISODES):  # episode i loses arm i's line
+        lines[i * len(ARMS) + i] = "{}"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["report", str(run_dir), "--no-episode-figures"]) == 1
+    assert capsys.readouterr().err == (
+        f"ovman report: {path}: no episode has an intact result line for every arm and seed ({EPISODES} damaged "
+        "lines); `ovman benchmark` with the run's arguments and `--run-dir` of this run computes them again\n"
+    )
+
+
+def test_the_report_lists_embodied_runs_that_could_not_be_made_and_counts_them_as_failures(run_dir):
+    records = run_records()
+    broken = [r for r in records if r.episode_id == "e1"]
+    message = "reset('embedded-1'): cannot place the agent at (1.3, 2.0): yaw 45.0 is not a multiple of 90.0"
+    error = dataclasses.replace(
+        broken[0].embodied, success=False, failure=EMBODIED_ERROR, stop=None, spl=0.0, message=message
+    )
+    records = [dataclasses.replace(r, embodied=error) if r.episode_id == "e1" else r for r in records]
+    (run_dir / RESULTS).write_text("".join(to_json_line(r) + "\n" for r in records))
+    md_path, _ = write_report(run_dir, episode_figures=False)
+    markdown = md_path.read_text()
+    assert markdown.splitlines()[2] == (
+        f"- **embodied errors**: {len(broken)} run(s) could not be made (counted as failures): e1, "
+        f"{len(broken)} run(s): {message}"
+    )
+    row = next(line for line in markdown.splitlines() if line.startswith("| e1 |"))
+    assert row.count(f" / {EMBODIED_ERROR}") == len(ARMS)
+    given = headline_table(read_results(run_dir)).rows[ARMS.index("given_answer")]
+    assert f"{EPISODES - 1}/{EPISODES}" in " ".join(given)  # the error is a failure of the embodied run
 
 
 def test_episode_figures_drawn_in_two_processes_are_the_same_files(tmp_path):

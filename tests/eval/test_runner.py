@@ -3,9 +3,17 @@ the map cache, the embodied run against the certification oracle, moving targets
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
+import os
+import re
+import shlex
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +21,16 @@ import pytest
 
 from ovman_core.boxes import Box3
 from ovman_core.relations import Relation
+from ovman_eval import runner
 from ovman_eval.cli import main
 from ovman_eval.dataset import read_episodes
 from ovman_eval.graph_run import PlayedTruth
 from ovman_eval.map_cache import MapCache, PhraseByPhraseEncoder, lean_map
+from ovman_eval.report import write_report
 from ovman_eval.results import (
+    EMBODIED_ERROR,
     FINISHED,
+    LOCK,
     PARTIAL_RESULTS,
     PARTIAL_SKETCHES,
     RESULTS,
@@ -49,9 +61,10 @@ from ovman_sim.bundle import GroundTruthRecords
 from ovman_sim.recording import read_visit
 from ovman_sim.session import SimSession
 
-from .generation_setup import config_file, generate, request, small_config
+from .generation_setup import WorldWrapper, config_file, generate, request, small_config
 
 RELATIONS = (Relation.MOVED, Relation.MOVING)
+AGAIN = "; skipped, any result it held is computed again"
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +93,36 @@ def full_run(tmp_path_factory, dataset, config, cache):
 
 def lines(path):
     return path.read_text().splitlines()
+
+
+class MoverKillingWorld(WorldWrapper):
+    """SIGKILLs its own process when a mover starts: the worker computing the moving episode dies."""
+
+    def start_mover(self, instance_id, seed):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class TurnedStartWorld(WorldWrapper):
+    """Turns the agent by 45° when it is placed at ``turned`` (floor x, z), so the world refuses that start."""
+
+    def __init__(self, sim, turned):
+        super().__init__(sim)
+        self.turned = turned
+
+    def reset(self, scene, objects=None, pose=None):
+        if pose is not None and pose.floor == self.turned:
+            pose = dataclasses.replace(pose, yaw_deg=pose.yaw_deg + 45.0)
+        return self.inner.reset(scene, objects, pose)
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from ovman_eval.runner import run_dir_lock
+with run_dir_lock(Path(sys.argv[1])):
+    print("locked", flush=True)
+    time.sleep(600)
+"""
 
 
 def test_a_run_writes_one_line_per_episode_arm_and_seed_with_its_identity_and_marker(full_run, dataset):
@@ -177,6 +220,132 @@ def test_a_finished_run_given_again_is_refinished_without_new_work(full_run, dat
     assert seen == []  # every group was finished already
     assert (run_dir / RESULTS).read_bytes() == (full_run.run_dir / RESULTS).read_bytes()
     assert (run_dir / FINISHED).is_file() and len(again.records) == len(full_run.records)
+
+
+def test_a_damaged_line_in_the_middle_of_partial_results_is_reported_and_its_result_computed_again(
+    full_run, dataset, config, cache, tmp_path
+):
+    run_dir = tmp_path / "run"
+    shutil.copytree(full_run.run_dir, run_dir)
+    finished = lines(run_dir / RESULTS)
+    edited = finished[1].replace('"seed":0', '"seed":7')  # valid JSON, another result: not to be trusted
+    # As if interrupted: five lines appended, the second edited, the third garbage, the sixth torn.
+    partial = [finished[0], edited, "\x00garbage", *finished[3:5]]
+    (run_dir / PARTIAL_RESULTS).write_text("\n".join(partial) + "\n" + finished[5][:40])
+    (run_dir / PARTIAL_SKETCHES).write_text(lines(run_dir / SKETCHES)[0] + "\n")
+    for name in (RESULTS, SKETCHES, FINISHED):
+        (run_dir / name).unlink()
+    warned = []
+    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    run_benchmark(req, config, run_dir=run_dir, workers=1, cache_dir=cache, warn=warned.append)
+    path = run_dir / PARTIAL_RESULTS
+    assert warned == [
+        f"{path} line 2: checksum mismatch: the line was changed after it was written{AGAIN}",
+        f"{path} line 3: not valid JSON (Expecting value: line 1 column 1 (char 0)){AGAIN}",
+    ]  # the torn last line is dropped without a word, as before
+    assert (run_dir / RESULTS).read_bytes() == (full_run.run_dir / RESULTS).read_bytes()
+    assert (run_dir / SKETCHES).read_bytes() == (full_run.run_dir / SKETCHES).read_bytes()
+
+
+def test_a_damaged_line_keeps_a_finished_run_finished_and_giving_it_again_computes_that_result_again(
+    full_run, dataset, config, cache, tmp_path, capsys
+):
+    run_dir = tmp_path / "run"
+    shutil.copytree(full_run.run_dir, run_dir)
+    finished = lines(run_dir / RESULTS)
+    (run_dir / RESULTS).write_text("\n".join([*finished[:3], "", *finished[4:]]) + "\n")  # line 4 lost
+    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    assert run_benchmark(req, config, out_root=tmp_path, workers=1, cache_dir=cache).run_dir != run_dir
+    assert (run_dir / FINISHED).is_file()  # not taken for an unfinished run to resume
+    assert main(["report", str(run_dir), "--no-episode-figures"]) == 0
+    assert f"skipped {run_dir / RESULTS} line 4: blank line" in capsys.readouterr().err
+    warned = []
+    run_benchmark(req, config, run_dir=run_dir, workers=1, cache_dir=cache, warn=warned.append)
+    assert warned == [f"{run_dir / RESULTS} line 4: blank line{AGAIN}"]
+    assert (run_dir / RESULTS).read_bytes() == (full_run.run_dir / RESULTS).read_bytes()
+    assert (run_dir / FINISHED).is_file()
+
+
+def test_a_second_benchmark_on_a_locked_run_directory_stops_at_once_and_a_killed_holder_leaves_no_lock(
+    dataset, config, cache, tmp_path
+):
+    run_dir = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        command = [sys.executable, "-m", "ovman_eval.cli", "benchmark", "--dataset", str(dataset), "--run-dir"]
+        command += [str(run_dir), "--arms", "given_answer", "--seeds", "0,", "--cache", str(cache), "--no-report"]
+        command += ["--config", str(config_file(config, tmp_path))]
+        second = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert second.returncode == 1 and "Traceback" not in second.stderr
+        assert second.stderr.splitlines()[-1] == (
+            f"ovman benchmark: {run_dir}: another benchmark (PID {holder.pid}) is running in this run directory "
+            f"(it holds {run_dir / LOCK}); wait for it to finish or stop it, then run this command again"
+        )
+        assert [p.name for p in run_dir.iterdir()] == [LOCK]  # nothing computed, nothing written
+    finally:
+        holder.kill()  # SIGKILL: the kernel releases its lock
+        holder.wait()
+    req = BenchmarkRequest(dataset, (Arm.GIVEN_ANSWER,), (0,), static_only=True)
+    run_benchmark(req, config, run_dir=run_dir, workers=1, cache_dir=cache)
+    assert (run_dir / FINISHED).is_file() and (run_dir / LOCK).read_text() == ""
+
+
+def test_a_dead_worker_is_named_with_its_unit_and_the_printed_command_resumes_the_run(
+    full_run, dataset, config, cache, tmp_path, capfd, monkeypatch
+):
+    moving = next(e for e in read_episodes(dataset) if e.moving_id is not None)
+    # The spawned workers unpickle MoverKillingWorld by its module name (eval.test_runner under pytest).
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    monkeypatch.setattr(runner, "run_benchmark", functools.partial(run_benchmark, world_factory=MoverKillingWorld))
+    out, configured = tmp_path / "runs", str(config_file(config, tmp_path))
+    options = ["--cache", str(cache), "--config", configured, "--no-report", "--quiet"]
+    request_options = ["--dataset", str(dataset), "--arms", "all", "--seeds", "0,", "--workers", "2"]
+    assert main(["benchmark", *request_options, "--out", str(out), *options]) == 1
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    message, resume = err.splitlines()
+    assert re.fullmatch(
+        rf"ovman benchmark: {re.escape(str(run_dir))}: worker process \d+ died \(killed by SIGKILL\) while computing "
+        rf"{moving.group_id}; the [01] of 2 units finished are kept, and the run resumes from them; resume with:",
+        message,
+    ), message
+    request_options[3] = ",".join(a.value for a in Arm)
+    assert shlex.split(resume) == ["ovman", "benchmark", *request_options, "--run-dir", str(run_dir), *options]
+    assert not (run_dir / FINISHED).exists()
+    monkeypatch.undo()
+    assert main(shlex.split(resume)[1:]) == 0
+    assert (run_dir / RESULTS).read_bytes() == (full_run.run_dir / RESULTS).read_bytes()
+
+
+def test_an_episode_the_world_cannot_place_gets_an_error_result_and_the_others_run(
+    full_run, dataset, config, cache, tmp_path
+):
+    victim = read_episodes(dataset)[0]
+    factory = functools.partial(TurnedStartWorld, turned=victim.start_pose.floor)
+    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    summary = run_benchmark(req, config, out_root=tmp_path, workers=1, cache_dir=cache, world_factory=factory)
+    turned = dataclasses.replace(victim.start_pose, yaw_deg=victim.start_pose.yaw_deg + 45.0)
+    step = config.sim_node.world.rotate_step_deg
+    refused = (
+        f"reset({victim.scene.name!r}): cannot place the agent at {turned}: yaw {turned.yaw_deg} is not a multiple "
+        f"of world.rotate_step_deg = {step}"
+    )
+    full = {r.key: r for r in full_run.records}
+    assert len(summary.records) == len(full)
+    for record in summary.records:
+        if record.episode_id != victim.episode_id:
+            assert to_json_line(record) == to_json_line(full[record.key])  # the other episode ran as always
+            continue
+        embodied = record.embodied
+        assert (embodied.failure, embodied.error, embodied.message) == (EMBODIED_ERROR, "SETUP", refused)
+        assert not embodied.success and embodied.stop is None and embodied.spl == 0.0 and embodied.steps == 0
+        assert record.static == full[record.key].static
+    assert read_sketches(summary.run_dir)[victim.group_id].reachable == ()
+    md_path, _ = write_report(summary.run_dir, episode_figures=False)
+    assert f"- **embodied errors**: {len(Arm)} run(s) could not be made (counted as failures): " in md_path.read_text()
+    assert f"{victim.episode_id}, {len(Arm)} run(s): {refused}" in md_path.read_text()
 
 
 def test_rerunning_a_finished_command_starts_a_new_run(full_run, dataset, config, cache):

@@ -30,15 +30,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shlex
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, to_document
 from ovman_core.relations import Relation
 from ovman_eval.fingerprint import source_fingerprint
 from ovman_eval.results import ResultRecord, ResultsError, parse_seeds
+
+if TYPE_CHECKING:
+    from ovman_eval.runner import BenchmarkRequest  # imported when a benchmark runs: `ovman --help` stays fast
 
 GENERATION_SOURCES = (
     ("ovman_core", None),
@@ -162,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         BenchmarkError,
         BenchmarkRequest,
         RunProgress,
+        WorkerDiedError,
         parse_arms,
         parse_conditions,
         run_benchmark,
@@ -198,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    def warn(message: str) -> None:
+        print(f"ovman benchmark: {message}", file=sys.stderr, flush=True)
+
     try:
         summary = run_benchmark(
             request,
@@ -207,8 +216,13 @@ def run(args: argparse.Namespace) -> int:
             workers=workers,
             cache_dir=cache,
             progress=progress,
+            warn=warn,
             full_validation=args.validate == "full",
         )
+    except WorkerDiedError as err:
+        resume = resume_command(args, request, workers, cache, err.run_dir)
+        print(f"ovman benchmark: {err}; resume with:\n  {resume}", file=sys.stderr)
+        return 1
     except (BenchmarkError, DatasetError, RecordingError, MapCacheError) as err:
         print(f"ovman benchmark: {err}", file=sys.stderr)
         return 1
@@ -239,6 +253,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def resume_command(
+    args: argparse.Namespace, request: BenchmarkRequest, workers: int, cache: Path, run_dir: Path
+) -> str:
+    """The command that resumes ``run_dir``: this one's request and options, pinned to the run directory."""
+    seeds = ",".join(str(s) for s in request.seeds) + ("," if len(request.seeds) == 1 else "")
+    words = ["ovman", "benchmark", "--dataset", str(request.dataset), "--arms", ",".join(a.value for a in request.arms)]
+    words += ["--seeds", seeds, "--workers", str(workers), "--run-dir", str(run_dir), "--cache", str(cache)]
+    if request.static_only:
+        words.append("--static-only")
+    if request.conditions:
+        words += ["--condition", ",".join(request.conditions)]
+    if args.validate != "cheap":
+        words += ["--validate", args.validate]
+    if args.config:
+        words += ["--config", args.config]
+    flags = (
+        ("--no-report", args.no_report),
+        ("--sweep", args.sweep),
+        ("--no-episode-figures", args.no_episode_figures),
+        ("--quiet", args.quiet),
+    )
+    words += [flag for flag, given in flags if given]
+    return shlex.join(words)
+
+
 def run_summary_text(records: Sequence[ResultRecord]) -> str:
     """What a finished run prints: the headline table, and the stress comparison when the run has conditions."""
     from ovman_eval.stress import condition_success_table
@@ -260,15 +299,26 @@ def add_report(parser: argparse.ArgumentParser) -> object:
 
 def run_report(args: argparse.Namespace) -> int:
     from ovman_eval.report import write_report
-    from ovman_eval.results import read_results
+    from ovman_eval.results import complete_episodes, read_results, read_sketches
 
     try:
         md, html_path = write_report(Path(args.run), episode_figures=not args.no_episode_figures, workers=args.workers)
         records = read_results(Path(args.run))
+        damaged = (*records.damaged, *read_sketches(Path(args.run)).damaged)
     except ResultsError as err:
         print(f"ovman report: {err}", file=sys.stderr)
         return 1
-    print(run_summary_text(records))
+    kept, incomplete = complete_episodes(records)
+    for line in damaged:
+        print(f"ovman report: skipped {line}", file=sys.stderr)
+    if damaged:
+        left_out = f": {', '.join(incomplete)}" if incomplete else ""
+        print(
+            f"ovman report: {len(damaged)} damaged line(s) skipped, {len(incomplete)} episode(s) left out of the "
+            f"tables{left_out} (named at the top of {md})",
+            file=sys.stderr,
+        )
+    print(run_summary_text(kept))
     print(f"\nwrote {md} and {html_path}")
     return 0
 

@@ -17,6 +17,11 @@ accuracy under the run's configuration and the admissibility sweep's table:
   emphasised), the association, the ground truth of the category, the answer, every arm's
   prediction and the two-visit agent's path.
 
+Above the headline, the run's facts, led by what the report could not use: the damaged lines of
+``results.jsonl``/``sketches.jsonl`` it skipped (file, line number, reason; see
+:mod:`ovman_eval.results`) and the embodied runs that could not be made (failure ``error``, with
+the world's message; counted as failures in every table).
+
 Sections: the headline, Figures, Tables (the paper's), Perception (the agent's segmenter on the
 held-out perception homes, from its model's manifest), Map and memory (map and memory tables,
 the stress-condition comparison, ``map_quality.png``), Validity checks (seeds, memory margin,
@@ -42,11 +47,17 @@ from ovman_core.config import ConfigError, config_from_document
 from ovman_eval.dataset import atomic_write_text
 from ovman_eval.results import (
     ARM_ORDER,
+    BASELINE,
+    EMBODIED_ERROR,
+    RESULTS,
     RUN_FILE,
     TIMINGS,
+    DamagedLine,
     EpisodeSketch,
     ResultRecord,
+    ResultsError,
     baseline_records,
+    complete_episodes,
     read_results,
     read_sketches,
 )
@@ -564,6 +575,36 @@ def _run_facts(run_dir: Path, records: Sequence[ResultRecord]) -> list[tuple[str
     return facts
 
 
+RECOMPUTE = "`ovman benchmark` with the run's arguments and `--run-dir` of this run computes them again"
+
+
+def _skipped_lines(damaged: Sequence[DamagedLine], incomplete: Sequence[str]) -> tuple[str, str]:
+    """The fact naming the damaged lines the report skipped (per file, the line numbers and reasons)
+    and the episodes left out of the tables because a result of theirs was on one."""
+    by_file: dict[str, list[str]] = {}
+    for line in damaged:
+        by_file.setdefault(line.path.name, []).append(f"line {line.line} ({line.reason})")
+    listed = "; ".join(f"{name} {', '.join(lines)}" for name, lines in by_file.items())
+    left_out = f"; episodes left out of the tables: {', '.join(incomplete)}" if incomplete else ""
+    return ("skipped damaged lines", f"{len(damaged)}, not used in this report: {listed}{left_out}; {RECOMPUTE}")
+
+
+def _embodied_errors(records: Sequence[ResultRecord]) -> tuple[str, str] | None:
+    """The fact listing the embodied runs that could not be made, by episode and message (or None)."""
+    errors: dict[tuple[str, str, str], int] = {}
+    for r in records:
+        if r.embodied is not None and r.embodied.failure == EMBODIED_ERROR:
+            key = (r.episode_id, r.condition, r.embodied.message)
+            errors[key] = errors.get(key, 0) + 1
+    if not errors:
+        return None
+    listed = "; ".join(
+        f"{episode}{'' if condition == BASELINE else f' ({condition})'}, {count} run(s): {message}"
+        for (episode, condition, message), count in errors.items()
+    )
+    return ("embodied errors", f"{sum(errors.values())} run(s) could not be made (counted as failures): {listed}")
+
+
 def _parser_table(run_dir: Path) -> Table | str:
     """The parser's accuracy under the run's own configuration, or why it cannot be computed."""
     document = _read_json(run_dir / RUN_FILE).get("identity", {}).get("config")
@@ -656,11 +697,21 @@ def _embed(path: Path) -> str:
 
 def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: int = 1) -> tuple[Path, Path]:
     """Write ``report.md``, ``report.html`` and the figures of a finished run; returns both reports.
-    ``workers``: processes drawing the per-episode figures (the same files whatever the number)."""
+    ``workers``: processes drawing the per-episode figures (the same files whatever the number).
+    Damaged lines of the run's files are skipped and named at the top of the report, with the
+    episodes they leave out of the tables (:func:`ovman_eval.results.complete_episodes`; the caller
+    may say so too: :func:`ovman_eval.results.read_results` returns them). ResultsError when no
+    episode is left."""
     if workers < 1:
         raise ValueError(f"write_report: workers must be at least 1, got {workers}")
     run_dir = Path(run_dir)
-    records = read_results(run_dir)
+    read = read_results(run_dir)
+    records, incomplete = complete_episodes(read)
+    if not records:
+        raise ResultsError(
+            f"{run_dir / RESULTS}: no episode has an intact result line for every arm and seed "
+            f"({len(read.damaged)} damaged lines); {RECOMPUTE}"
+        )
     sketches = read_sketches(run_dir)
     figures = run_dir / FIGURES
     seed = min(r.seed for r in records)
@@ -690,6 +741,12 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
     episodes = [(recs[0], drawn.get(episode_id)) for episode_id, recs in by_episode.items()]
     tables = all_tables(records, seed)
     facts = _run_facts(run_dir, records)
+    errors = _embodied_errors(records)
+    if errors is not None:
+        facts.insert(0, errors)
+    damaged = (*read.damaged, *sketches.damaged)
+    if damaged:
+        facts.insert(0, _skipped_lines(damaged, incomplete))
     parser = _parser_table(run_dir)
     if isinstance(parser, Table):
         tables.append(parser)
@@ -741,6 +798,8 @@ def _episode_row(recs: Sequence[ResultRecord]) -> list[str]:
     return cells
 
 
+EPISODE_ERROR_NOTE = f"{EMBODIED_ERROR} = the embodied run could not be made, see embodied errors above"
+
 SECTIONS = (
     ("Perception", ("perception", "perception_confusions"), ()),
     ("Map and memory", ("maps", "memory", "appearance", "stress_success", "stress_maps"), ("map_quality.png",)),
@@ -782,7 +841,9 @@ def _markdown(
         lines += [t.markdown() for t in section_tables]
     arms = [a for a in ARM_ORDER if any(r.arm == a for recs in by_episode.values() for r in recs)]
     lines.append("## Episodes\n")
-    lines.append("Each cell: static outcome / embodied outcome (✓ = success, else the failure class).\n")
+    lines.append(
+        f"Each cell: static outcome / embodied outcome (✓ = success, else the failure class; {EPISODE_ERROR_NOTE}).\n"
+    )
     lines.append("| episode | relation | category | " + " | ".join(arms) + " | figure |")
     lines.append("|" + "---|" * (len(arms) + 4))
     for record, figure in episodes:
@@ -829,7 +890,7 @@ def _html(
         parts += [t.html() for t in section_tables]
     parts += [
         "<h2>Episodes</h2><p class='note'>Each cell: static outcome / embodied outcome (✓ = success, else the "
-        "failure class). Figures are linked (files under figures/episodes/).</p>",
+        f"failure class; {EPISODE_ERROR_NOTE}). Figures are linked (files under figures/episodes/).</p>",
     ]
     arms = [a for a in ARM_ORDER if any(r.arm == a for recs in by_episode.values() for r in recs)]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in ("episode", "relation", "category", *arms, "figure"))
@@ -857,4 +918,4 @@ def _html(
 
 def headline_text(run_dir: str | Path) -> str:
     """The headline table of a finished run as plain text (printed at the end of ``ovman benchmark``)."""
-    return headline_table(read_results(run_dir)).text()
+    return headline_table(complete_episodes(read_results(run_dir))[0]).text()

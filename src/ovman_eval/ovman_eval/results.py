@@ -4,26 +4,43 @@ A :class:`ResultRecord` holds what one arm did on one episode under one run seed
 (the predicted point against the answer point, TASK.md §3) and, unless the run is static-only, the
 embodied run (navigation in the live world from the episode's start, the Eq. 4 test at Stop, SPL).
 Both carry the failure class of :mod:`ovman_eval.failures` and the category-only test ("reach any
-instance of the queried category"). ``diagnostics`` holds the map and memory numbers
-(:mod:`ovman_eval.diagnostics`) of the maps the arm read, or None for arms without maps.
-``condition`` is the stress condition the arm saw (``baseline`` unless the run re-rendered the
-episodes under ``--condition low_light|texture``); it is written only when it is not the baseline,
-so the lines of a baseline run are those written before conditions existed, and old files load.
+instance of the queried category"); an embodied run that could not be made (the world refused the
+episode's start pose) has the failure :data:`EMBODIED_ERROR` and says why in its ``message``.
+``diagnostics`` holds the map and memory numbers (:mod:`ovman_eval.diagnostics`) of the maps the
+arm read, or None for arms without maps. ``condition`` is the stress condition the arm saw
+(``baseline`` unless the run re-rendered the episodes under ``--condition low_light|texture``); it
+is written only when it is not the baseline.
 
 A :class:`EpisodeSketch` is what the per-episode figure draws: both visits' map instances, the
 association, the ground truth and the reachable grid of the evaluated world.
 
+Lines (:func:`to_json_line`): sorted keys, compact, floats rounded, then a last member
+``"sha256"``: the hex sha256 of the line's UTF-8 bytes without that member (``,"sha256":"…"``
+removed), i.e. of the canonical JSON of the rest. A line whose checksum is missing or does not
+match is *damaged* (as is a blank line, one that is not JSON, or one that does not parse); the
+checksum detects damage and hand edits, it is not a signature (anyone can recompute it). Readers
+return the intact items and the damaged lines (:class:`DamagedLine`: file, line number, reason)
+and never raise on one: :func:`read_results` and :func:`read_sketches` for a finished run (the
+caller reports the skipped lines; :func:`complete_episodes` leaves out of the tables the episodes
+that lost a record), :func:`read_checked_lines` for any file. Lines of format 1
+(before checksums) are damaged too, with a reason that says so: a run of format 1 is refused
+(rerun the benchmark), since a line without a checksum cannot be told from an edited one.
+
 Files of a run directory ``runs/<stamp>/`` (written by :mod:`ovman_eval.runner`):
 
 - ``run.json``: the run's identity (request, whole configuration, code revision, dataset hash,
-  encoder) and when it started;
+  encoder, format version) and when it started;
+- ``benchmark.lock``: the advisory lock (``fcntl.flock``) a benchmark holds while it writes the
+  run, with its PID; the kernel releases it when the process ends, so the file left behind is
+  not a stale lock;
 - ``results.partial.jsonl`` / ``sketches.partial.jsonl`` while running: one line appended (and
-  fsync'ed) per finished record, so an interrupted run resumes from them; a torn last line is
-  dropped on resume;
+  fsync'ed) per finished record, so an interrupted run resumes from them; on resume a torn last
+  line (no newline) is dropped, any other damaged line is reported and its result recomputed;
 - ``results.jsonl`` / ``sketches.jsonl`` at the end: the same lines in a fixed order (condition
   order, then dataset order, then arm order, then seed), written atomically; byte-identical
-  whatever the number of workers;
-- ``timings.json`` and ``finished.json`` (the clean-finish marker), then ``report.md``/``report.html``.
+  whatever the number of workers. Here a last line without its newline is damaged (truncated);
+- ``timings.json`` and ``finished.json`` (the clean-finish marker: the run is finished when it
+  exists, whatever its lines hold), then ``report.md``/``report.html``.
 
 Frames and units: AI2-THOR world frame, metres; points are floor (x, z).
 """
@@ -31,17 +48,22 @@ Frames and units: AI2-THOR world frame, metres; points are floor (x, z).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ovman_eval.episodes import CONDITIONS
 
-FORMAT_VERSION = 1
-"""Version of the result line layout; readers reject others."""
+FORMAT_VERSION = 2
+"""Version of the result line layout (2: lines carry a checksum); readers reject others."""
+
+CHECKSUM = "sha256"
+"""The last member of every line: the sha256 of the rest of the line (see the module docstring)."""
 
 FLOAT_DECIMALS = 6
 """Floats are written rounded to this many decimals (deterministic bytes across processes)."""
@@ -53,6 +75,12 @@ PARTIAL_RESULTS = "results.partial.jsonl"
 PARTIAL_SKETCHES = "sketches.partial.jsonl"
 TIMINGS = "timings.json"
 FINISHED = "finished.json"
+LOCK = "benchmark.lock"
+
+EMBODIED_ERROR = "error"
+"""EmbodiedResult.failure of an embodied run that could not be made (its ``message`` says why): a
+failed run, beside the classes of :class:`ovman_eval.failures.FailureClass`, which classify runs
+that were made."""
 
 Point = tuple[float, float]
 
@@ -134,10 +162,12 @@ class EmbodiedResult:
     ``stop_distance``: from it to the answer footprint at the moment of Stop (m); ``spl``:
     ``S · l / max(p, l)`` with ``shortest_path`` l (m) from the start to the nearest position that
     passes the test (None when unreachable) and ``path_length`` p (m); ``error``: the executor's
-    NavError name (``NONE`` when it stopped by itself, ``ABSTAINED`` when it never navigated);
+    NavError name (``NONE`` when it stopped by itself, ``ABSTAINED`` when it never navigated,
+    ``SETUP`` when the run could not be made);
     ``answer_point``: the answer point at Stop (differs from the static one for moving answers);
     ``trajectory``: floor positions visited, start first; ``retargets``: target estimates taken
-    from the agent's own sightings while following a moving target.
+    from the agent's own sightings while following a moving target; ``message``: why the run
+    could not be made (failure :data:`EMBODIED_ERROR`: no stop, no path, SPL 0), else empty.
     """
 
     stop: Point | None
@@ -154,6 +184,7 @@ class EmbodiedResult:
     answer_point: Point
     trajectory: tuple[Point, ...]
     retargets: int
+    message: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,12 +290,14 @@ def _plain(value: Any) -> Any:
 
 
 def to_json_line(value: ResultRecord | EpisodeSketch) -> str:
-    """One line of JSON (no newline): sorted keys, compact, floats rounded; deterministic bytes.
-    A record's ``condition`` is left out when it is the baseline (see the module docstring)."""
+    """One line (no newline): sorted keys, compact, floats rounded, then the checksum member
+    (:data:`CHECKSUM`); deterministic bytes. A record's ``condition`` is left out when it is the
+    baseline (see the module docstring)."""
     document = _plain(value)
     if isinstance(value, ResultRecord) and value.condition == BASELINE:
         del document["condition"]
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    body = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return f'{body[:-1]},"{CHECKSUM}":"{hashlib.sha256(body.encode()).hexdigest()}"}}'
 
 
 def _point(value: Any) -> Point | None:
@@ -303,6 +336,7 @@ def _embodied_from(doc: dict[str, Any] | None) -> EmbodiedResult | None:
         answer_point=_point(doc["answer_point"]),  # type: ignore[arg-type]
         trajectory=tuple(_point(p) for p in doc["trajectory"]),  # type: ignore[misc]
         retargets=int(doc["retargets"]),
+        message=str(doc["message"]),
     )
 
 
@@ -382,44 +416,123 @@ def sketch_from_dict(doc: dict[str, Any]) -> EpisodeSketch:
 # ---- files -----------------------------------------------------------------------------------------
 
 
-def read_json_lines(path: Path, *, tolerate_torn_tail: bool = False) -> list[dict[str, Any]]:
-    """The JSON documents of a JSON-lines file (missing file: empty list).
+_CHECKSUM_TAIL = re.compile(rb',"' + CHECKSUM.encode() + rb'":"([0-9a-f]{64})"\}$')
 
-    With ``tolerate_torn_tail`` (a partial file an interrupted run was appending to), a last line
-    without its newline or not valid JSON is dropped; anywhere else a bad line raises ResultsError.
+Item = TypeVar("Item")
+
+
+@dataclasses.dataclass(frozen=True)
+class DamagedLine:
+    """A line of a results or sketches file that was not used: the file, its 1-based line number, why."""
+
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path} line {self.line}: {self.reason}"
+
+
+def _verified(line: bytes) -> dict[str, Any]:
+    """The JSON document of one line whose checksum matches; ResultsError saying why not."""
+    if not line.strip():
+        raise ResultsError("blank line")
+    match = _CHECKSUM_TAIL.search(line)
+    if match is None:
+        raise ResultsError(_unchecked(line))
+    body = line[: match.start()] + b"}"
+    if hashlib.sha256(body).hexdigest() != match.group(1).decode():
+        raise ResultsError("checksum mismatch: the line was changed after it was written")
+    try:
+        document = json.loads(body)
+    except ValueError as err:
+        raise ResultsError(f"not valid JSON ({err})") from None
+    if not isinstance(document, dict):
+        raise ResultsError("not a JSON object")
+    return document
+
+
+def _unchecked(line: bytes) -> str:
+    """Why a line without a checksum is damaged (not JSON, an older format, or an edit)."""
+    try:
+        document = json.loads(line)
+    except ValueError as err:
+        return f"not valid JSON ({err})"
+    version = document.get("format_version") if isinstance(document, dict) else None
+    if version is not None and version != FORMAT_VERSION:
+        return (
+            f"result format {version!r} without a checksum (written by an older OVMAN); this reader understands "
+            f"format {FORMAT_VERSION}: run the benchmark again into a new run directory"
+        )
+    return f"no {CHECKSUM} checksum (edited, or not written by `ovman benchmark`)"
+
+
+def read_checked_lines(
+    path: Path, parse: Callable[[dict[str, Any]], Item], *, partial: bool = False
+) -> tuple[list[Item], list[DamagedLine]]:
+    """The items of a JSON-lines file written with :func:`to_json_line`, in file order, and its
+    damaged lines (missing file: neither).
+
+    A line is damaged when its checksum is missing or does not match, when it is blank or not a
+    JSON object, or when ``parse`` raises ResultsError on it. A last line without its newline is
+    never used: in a ``partial`` file (one an interrupted run was appending to) it is a torn append
+    and dropped silently; in a final file it is damaged (truncated).
     """
     if not path.is_file():
-        return []
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    tail = lines.pop()  # "" when the file ends with a newline
-    docs = []
+        return [], []
+    lines = path.read_bytes().split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    items: list[Item] = []
+    damaged: list[DamagedLine] = []
     for number, line in enumerate(lines, start=1):
         try:
-            docs.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ResultsError(f"{path} line {number}: not valid JSON ({err})") from err
-    if tail and not tolerate_torn_tail:
-        raise ResultsError(f"{path}: truncated: the last line has no newline")
-    return docs
+            items.append(parse(_verified(line)))
+        except ResultsError as err:
+            damaged.append(DamagedLine(path, number, str(err)))
+    if tail and not partial:
+        damaged.append(DamagedLine(path, len(lines) + 1, "truncated: the last line has no newline"))
+    return items, damaged
 
 
-def read_results(run_dir: str | os.PathLike[str]) -> list[ResultRecord]:
-    """The records of a finished run (``results.jsonl``), in file order."""
+class ResultLines(list[ResultRecord]):
+    """The intact records of a results file, in file order (a list), and ``damaged``: the lines skipped."""
+
+    def __init__(self, records: Iterable[ResultRecord] = (), damaged: Iterable[DamagedLine] = ()) -> None:
+        super().__init__(records)
+        self.damaged = tuple(damaged)
+
+
+class SketchLines(dict[str, EpisodeSketch]):
+    """The intact sketches of a sketches file by group id (a dict), and ``damaged``: the lines skipped."""
+
+    def __init__(self, sketches: Iterable[EpisodeSketch] = (), damaged: Iterable[DamagedLine] = ()) -> None:
+        super().__init__((s.group_id, s) for s in sketches)
+        self.damaged = tuple(damaged)
+
+
+def read_results(run_dir: str | os.PathLike[str]) -> ResultLines:
+    """The intact records of a finished run (``results.jsonl``), in file order, with its damaged
+    lines (the caller says what it skipped). ResultsError when the file is missing (the run has not
+    finished) or holds no intact line at all."""
     path = Path(run_dir) / RESULTS
     if not path.is_file():
         raise ResultsError(f"{path}: missing; the run has not finished (run `ovman benchmark` again to resume it)")
-    return [record_from_dict(doc) for doc in read_json_lines(path)]
+    records, damaged = read_checked_lines(path, record_from_dict)
+    if damaged and not records:
+        raise ResultsError(
+            f"{path}: no intact result line ({len(damaged)} damaged; line {damaged[0].line}: {damaged[0].reason})"
+        )
+    return ResultLines(records, damaged)
 
 
-def read_sketches(run_dir: str | os.PathLike[str]) -> dict[str, EpisodeSketch]:
-    """The sketches of a finished run by group id (empty when the file is missing)."""
-    return {s.group_id: s for s in (sketch_from_dict(d) for d in read_json_lines(Path(run_dir) / SKETCHES))}
+def read_sketches(run_dir: str | os.PathLike[str]) -> SketchLines:
+    """The intact sketches of a finished run by group id (none when the file is missing), with its damaged lines."""
+    return SketchLines(*read_checked_lines(Path(run_dir) / SKETCHES, sketch_from_dict))
 
 
 class LineAppender:
     """Appends JSON lines to a file, flushing and fsync'ing after each, so that a crash loses at
-    most the line being written (which :func:`read_json_lines` then drops)."""
+    most the line being written (which :func:`read_checked_lines` then drops)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -461,6 +574,20 @@ def sort_key(
     )
 
 
+def complete_episodes(records: Iterable[ResultRecord]) -> tuple[list[ResultRecord], list[str]]:
+    """The records of the episodes that have one for every (arm, seed, condition) present, and the
+    ids of the other episodes (in file order). Tables pair the arms episode by episode, so an
+    episode that lost a record (to a damaged line) is left out of them whole."""
+    records = list(records)
+    keys = {(r.arm, r.seed, r.condition) for r in records}
+    held: dict[str, set[tuple[str, int, str]]] = {}
+    for r in records:
+        held.setdefault(r.episode_id, set()).add((r.arm, r.seed, r.condition))
+    incomplete = [episode for episode, present in held.items() if present != keys]
+    left_out = set(incomplete)
+    return [r for r in records if r.episode_id not in left_out], incomplete
+
+
 def baseline_records(records: Iterable[ResultRecord]) -> list[ResultRecord]:
     """The records of the reference condition, for every table but the stress comparison: those of
     the baseline, or, in a run without any (a dataset recorded under one condition), those of the
@@ -476,25 +603,32 @@ def baseline_records(records: Iterable[ResultRecord]) -> list[ResultRecord]:
 __all__ = [
     "ARM_ORDER",
     "BASELINE",
+    "CHECKSUM",
     "CONDITION_ORDER",
+    "EMBODIED_ERROR",
     "FINISHED",
     "FORMAT_VERSION",
+    "LOCK",
     "PARTIAL_RESULTS",
     "PARTIAL_SKETCHES",
     "RESULTS",
     "RUN_FILE",
     "SKETCHES",
     "TIMINGS",
+    "DamagedLine",
     "EmbodiedResult",
     "EpisodeSketch",
     "LineAppender",
+    "ResultLines",
     "ResultRecord",
     "ResultsError",
     "SketchInstance",
+    "SketchLines",
     "SketchPair",
     "StaticResult",
     "baseline_records",
-    "read_json_lines",
+    "complete_episodes",
+    "read_checked_lines",
     "read_results",
     "read_sketches",
     "record_from_dict",

@@ -40,29 +40,44 @@ the condition's seed derived from the episode's seed and its name), mapped into 
 entries, and the embodied run renders under the condition too. Work units are (group, condition);
 records carry their condition, and the stress comparison is :mod:`ovman_eval.stress`.
 
+An episode whose evaluated world cannot be set up (the world refuses its start pose: off the grid,
+inside a wall, a yaw that is not a multiple of the rotation step; or the executor's grid does not
+hold it) gets an embodied error result (:func:`error_result`: failure
+:data:`ovman_eval.results.EMBODIED_ERROR` with the world's message) and the run goes on.
+
 Run directory ``runs/<stamp>/`` (file layout in :mod:`ovman_eval.results`): results are appended
 one line at a time with fsync and sorted into their final file at the end, so a rerun of the same
 command (same dataset, configuration, code revision, arms, seeds) resumes the unfinished run and
-does only the missing work. ``workers`` processes share the work by unit; every result depends
-only on its episode, so any number of workers writes the same bytes.
+does only the missing work; a damaged line of the partial files is reported (``warn``) and its
+result recomputed. A benchmark holds the run directory's lock (:func:`run_dir_lock`) while it
+works: a second one on the same directory stops at once. ``workers`` processes share the work by
+unit; every result depends only on its episode, so any number of workers writes the same bytes.
+A worker that dies (SIGKILL, the OOM killer) stops the run with :class:`WorkerDiedError`, naming
+it, its signal or exit status and the unit it was computing; the finished units are kept.
 
 Frames: AI2-THOR world (metres; floor (x, z)).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import enum
+import fcntl
 import hashlib
 import json
 import math
 import multiprocessing
 import os
+import signal
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import SimpleQueue
 from pathlib import Path
 from typing import Any
 
@@ -105,23 +120,25 @@ from ovman_eval.results import (
     ARM_ORDER,
     BASELINE,
     CONDITION_ORDER,
+    EMBODIED_ERROR,
     FINISHED,
     FORMAT_VERSION,
+    LOCK,
     PARTIAL_RESULTS,
     PARTIAL_SKETCHES,
     RESULTS,
     RUN_FILE,
     SKETCHES,
     TIMINGS,
+    DamagedLine,
     EmbodiedResult,
     EpisodeSketch,
     LineAppender,
     ResultRecord,
-    ResultsError,
     SketchInstance,
     SketchPair,
     StaticResult,
-    read_json_lines,
+    read_checked_lines,
     record_from_dict,
     sketch_from_dict,
     sort_key,
@@ -150,6 +167,8 @@ THOR_WORLD, LEARNED, CLIP = "thor", "learned", "clip"
 
 ABSTAINED_ERROR = "ABSTAINED"
 """EmbodiedResult.error of an arm that abstained and so never navigated."""
+SETUP_ERROR = "SETUP"
+"""EmbodiedResult.error of an episode whose evaluated world could not be set up (:func:`error_result`)."""
 
 TIMING_KEYS = ("maps_build_s", "maps_load_s", "static_s", "embodied_s", "sketch_s")
 """Cost split of the work (seconds, summed over workers)."""
@@ -159,6 +178,24 @@ WorldFactory = Callable[[SimConfig], World]
 
 class BenchmarkError(ValueError):
     """A benchmark run that cannot start or resume (bad arguments, a directory of another run)."""
+
+
+class WorkerDiedError(BenchmarkError):
+    """A worker process ended abruptly (a signal, the OOM killer, an exit); the message names it and
+    its unit. The finished units are kept in ``run_dir``: the same command resumes the run."""
+
+    def __init__(self, message: str, run_dir: Path) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
+
+
+class _PoolBrokenError(Exception):
+    """A worker of :func:`_run_pool` died; the message says which and what it was computing."""
+
+
+class EpisodeSetupError(BenchmarkError):
+    """The evaluated world of one episode cannot be set up (the world refused its start pose); the
+    episode gets an embodied error result (:func:`error_result`) instead of ending the run."""
 
 
 # ---- the request ---------------------------------------------------------------------------------
@@ -371,6 +408,28 @@ def score_navigation(
         answer_point=(float(answer_point[0]), float(answer_point[1])),
         trajectory=tuple((float(x), float(z)) for x, z in navigation.trajectory),
         retargets=int(navigation.retargets),
+    )
+
+
+def error_result(record: EpisodeRecord, message: str) -> EmbodiedResult:
+    """The embodied result of an episode whose run could not be made: failure
+    :data:`ovman_eval.results.EMBODIED_ERROR` with ``message``, not a success, no stop, SPL 0."""
+    return EmbodiedResult(
+        stop=None,
+        success=False,
+        stop_distance=None,
+        failure=EMBODIED_ERROR,
+        category_success=False,
+        spl=0.0,
+        path_length=0.0,
+        shortest_path=None,
+        steps=0,
+        collisions=0,
+        error=SETUP_ERROR,
+        answer_point=(float(record.answer.point[0]), float(record.answer.point[1])),
+        trajectory=(),
+        retargets=0,
+        message=message,
     )
 
 
@@ -677,20 +736,28 @@ class GroupEvaluator:
 
     def reset_world(self, record: EpisodeRecord, maps: GroupMaps, condition: StressCondition | None = None) -> World:
         """The evaluated world: visit-2's last frame, the start pose, the recording's condition (or
-        the stress ``condition``), the mover."""
+        the stress ``condition``), the mover. EpisodeSetupError with the world's message when it
+        refuses the episode (its reset raises ValueError, e.g. a start pose it cannot place)."""
         world = self.world
         if condition is None:
             world.set_condition(Condition(record.scene.condition), record.scene.condition_seed)
         else:
             world.set_condition(Condition(condition.name), condition.seed)
-        world.reset(record.scene.name, maps.truth.visit2_end, record.start_pose)
+        try:
+            world.reset(record.scene.name, maps.truth.visit2_end, record.start_pose)
+        except ValueError as err:
+            raise EpisodeSetupError(str(err)) from err
         if record.moving_id is not None:
             assert record.seeds.navigation_mover is not None
             world.start_mover(record.moving_id, record.seeds.navigation_mover)
         return world
 
     def reachable_of(self, record: EpisodeRecord, maps: GroupMaps) -> tuple[Vec2, ...]:
-        world = self.reset_world(record, maps)
+        """Free positions of ``record``'s evaluated world (for the sketch); none when it cannot be set up."""
+        try:
+            world = self.reset_world(record, maps)
+        except EpisodeSetupError:
+            return ()
         cells = tuple((float(x), float(z)) for x, z in world.reachable_positions())
         world.stop_mover()
         return cells
@@ -788,14 +855,20 @@ class GroupEvaluator:
         prediction: Prediction,
         condition: StressCondition | None = None,
     ) -> EmbodiedResult:
+        """The arm's navigation from the episode's start, scored; an error result (:func:`error_result`)
+        when the evaluated world cannot be set up or its grid does not hold the start."""
         task = self.config.task
-        world = self.reset_world(record, maps, condition)
         start = record.start_pose.floor
+        try:
+            world = self.reset_world(record, maps, condition)
+        except EpisodeSetupError as err:
+            return error_result(record, str(err))
         try:
             grid = grid_from_reachable(world.reachable_positions(), self.nav.resolution)
             start_cell = grid.cell_of(start)
         except GridError as err:
-            raise BenchmarkError(f"episode {record.episode_id}: the evaluated world's grid is unusable: {err}") from err
+            world.stop_mover()
+            return error_result(record, f"the evaluated world's grid is unusable: {err}")
         stop: Vec2 | None = None
         retargets = 0
         if prediction.point is None:
@@ -924,6 +997,9 @@ class RunSummary:
 
 
 _WORKER: GroupEvaluator | None = None
+_STARTED: SimpleQueue[tuple[int, str]] | None = None
+"""Where a worker says which unit it starts (its PID and the unit's label), so that the parent can
+name the unit of a worker that dies."""
 
 
 def _init_worker(
@@ -934,15 +1010,18 @@ def _init_worker(
     digest: str,
     static_only: bool,
     world_factory: WorldFactory,
+    started: SimpleQueue[tuple[int, str]],
 ) -> None:
-    global _WORKER
+    global _WORKER, _STARTED
     _WORKER = GroupEvaluator(
         config, dataset, records, MapCache(cache_dir), digest, world_factory, static_only=static_only
     )
+    _STARTED = started
 
 
 def _evaluate_in_worker(unit: WorkUnit) -> UnitOutcome:
-    assert _WORKER is not None, "worker not initialised"
+    assert _WORKER is not None and _STARTED is not None, "worker not initialised"
+    _STARTED.put((os.getpid(), unit.label))
     return _WORKER.evaluate(unit)
 
 
@@ -1000,6 +1079,7 @@ def run_benchmark(
     cache_dir: Path | None = None,
     world_factory: WorldFactory = make_world,
     progress: ProgressCallback | None = None,
+    warn: Callable[[str], None] | None = None,
     full_validation: bool = False,
 ) -> RunSummary:
     """Run (or resume) the benchmark of ``request``; see the module docstring.
@@ -1010,7 +1090,10 @@ def run_benchmark(
 
     The run directory is ``run_dir`` when given (resumed when it holds the same run, refused when
     it holds another), else the newest unfinished run with the same identity under ``out_root``,
-    else a new ``out_root/<UTC stamp>``. ``cache_dir`` keeps the maps (None: not cached).
+    else a new ``out_root/<UTC stamp>``; it is locked for the run (:func:`run_dir_lock`: a
+    BenchmarkError at once when another benchmark holds it). ``cache_dir`` keeps the maps (None:
+    not cached). ``warn`` is told of each damaged line of the resumed files (its result is computed
+    again). WorkerDiedError when a worker process dies (the finished units are kept).
     """
     if workers < 1:
         raise BenchmarkError(f"workers must be at least 1, got {workers}")
@@ -1034,57 +1117,81 @@ def run_benchmark(
         assert out_root is not None
         run_dir = _find_resumable(out_root, identity) or _new_run_dir(out_root)
     run_dir = Path(run_dir)
-    started = time.monotonic()
-    previous = _open_run_dir(run_dir, identity)
-    episode_order = {r.episode_id: k for k, r in enumerate(records)}
-    seen = {r.key for r in previous.records}
-    sketched = set(previous.sketches)
-    units = _plan_units(records, request, seen, sketched)
-    total_units = len({r.group_id for r in records}) * (1 + len(request.conditions))
-    resumed = total_units - len(units)
-    results_out = LineAppender(run_dir / PARTIAL_RESULTS)
-    sketches_out = LineAppender(run_dir / PARTIAL_SKETCHES)
-    timings = dict.fromkeys(TIMING_KEYS, 0.0)
-    timings.update({k: v for k, v in previous.timings.items() if k in timings})
-    done = resumed
+    with run_dir_lock(run_dir):
+        started = time.monotonic()
+        previous = _open_run_dir(run_dir, identity)
+        if warn is not None:
+            for line in previous.damaged:
+                warn(f"{line}; skipped, any result it held is computed again")
+        episode_order = {r.episode_id: k for k, r in enumerate(records)}
+        seen = {r.key for r in previous.records}
+        sketched = set(previous.sketches)
+        units = _plan_units(records, request, seen, sketched)
+        total_units = len({r.group_id for r in records}) * (1 + len(request.conditions))
+        resumed = total_units - len(units)
+        results_out = LineAppender(run_dir / PARTIAL_RESULTS)
+        sketches_out = LineAppender(run_dir / PARTIAL_SKETCHES)
+        timings = dict.fromkeys(TIMING_KEYS, 0.0)
+        timings.update({k: v for k, v in previous.timings.items() if k in timings})
+        done = resumed
 
-    def commit(outcome: UnitOutcome) -> None:
-        nonlocal done
-        results_out.append(to_json_line(r) for r in outcome.records)
-        if outcome.sketch is not None:
-            sketches_out.append([to_json_line(outcome.sketch)])
-        for key, value in outcome.timings.items():
-            timings[key] += value
-        done += 1
-        _write_timings(run_dir, timings, time.monotonic() - started + previous.wall_s, complete=False)
-        if progress is not None:
-            progress(RunProgress(done, total_units, resumed, time.monotonic() - started, outcome.group_id))
+        def commit(outcome: UnitOutcome) -> None:
+            nonlocal done
+            results_out.append(to_json_line(r) for r in outcome.records)
+            if outcome.sketch is not None:
+                sketches_out.append([to_json_line(outcome.sketch)])
+            for key, value in outcome.timings.items():
+                timings[key] += value
+            done += 1
+            _write_timings(run_dir, timings, time.monotonic() - started + previous.wall_s, complete=False)
+            if progress is not None:
+                progress(RunProgress(done, total_units, resumed, time.monotonic() - started, outcome.group_id))
 
-    try:
-        if workers == 1 or len(units) <= 1:
-            evaluator = GroupEvaluator(
-                config, dataset, records, MapCache(cache_dir), digest, world_factory, static_only=request.static_only
-            )
-            try:
-                for unit in units:
-                    commit(evaluator.evaluate(unit))
-            finally:
-                evaluator.close()
-        else:
-            initargs = (config, dataset, records, cache_dir, digest, request.static_only, world_factory)
-            _run_pool(units, workers, initargs, commit)
-    finally:
-        results_out.close()
-        sketches_out.close()
-    wall = time.monotonic() - started + previous.wall_s
-    return _finish(run_dir, request, records, episode_order, timings, wall, workers)
+        try:
+            if workers == 1 or len(units) <= 1:
+                evaluator = GroupEvaluator(
+                    config,
+                    dataset,
+                    records,
+                    MapCache(cache_dir),
+                    digest,
+                    world_factory,
+                    static_only=request.static_only,
+                )
+                try:
+                    for unit in units:
+                        commit(evaluator.evaluate(unit))
+                finally:
+                    evaluator.close()
+            else:
+                initargs = (config, dataset, records, cache_dir, digest, request.static_only, world_factory)
+                try:
+                    _run_pool(units, workers, initargs, commit)
+                except _PoolBrokenError as err:
+                    raise WorkerDiedError(
+                        f"{run_dir}: {err}; the {done} of {total_units} units finished are kept, and the run "
+                        "resumes from them",
+                        run_dir,
+                    ) from None
+        finally:
+            results_out.close()
+            sketches_out.close()
+        wall = time.monotonic() - started + previous.wall_s
+        return _finish(run_dir, request, records, episode_order, timings, wall, workers)
 
 
 def _run_pool(
     units: list[WorkUnit], workers: int, initargs: tuple[Any, ...], commit: Callable[[UnitOutcome], None]
 ) -> None:
+    """Evaluate ``units`` in ``workers`` spawned processes, committing each outcome as it arrives.
+    _PoolBrokenError (naming the dead worker and its unit, see :func:`_dead_workers`) when one dies."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=initargs) as pool:
+    started: SimpleQueue[tuple[int, str]] = context.SimpleQueue()
+    computing: dict[int, str] = {}
+    committed: set[str] = set()
+    processes: dict[int, BaseProcess] = {}
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(*initargs, started))
+    with pool:
         futures: set[Future[UnitOutcome]] = set()
         queue = list(units)
         try:
@@ -1093,20 +1200,105 @@ def _run_pool(
                 while queue and len(futures) < 2 * workers:
                     futures.add(pool.submit(_evaluate_in_worker, queue.pop(0)))
                 finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+                _drain(started, computing)  # every completion, so the pipe never fills
                 for future in finished:
-                    commit(future.result())
+                    outcome = future.result()
+                    commit(outcome)
+                    committed.add(outcome.group_id)
+        except BrokenProcessPool:
+            # The pool's own PID -> process map (private: concurrent.futures does not say which worker died).
+            processes = dict(pool._processes)  # type: ignore[attr-defined]
         except BaseException:
             for future in futures:
                 future.cancel()
             raise
+    if processes:  # the pool is shut down: every worker has ended and has its exit code
+        _drain(started, computing)
+        raise _PoolBrokenError(_dead_workers(processes, computing, committed))
+
+
+def _drain(started: SimpleQueue[tuple[int, str]], computing: dict[int, str]) -> None:
+    """Read the units the workers said they started into ``computing`` (PID -> the latest unit's label)."""
+    while not started.empty():
+        pid, label = started.get()
+        computing[pid] = label
+
+
+def _dead_workers(processes: dict[int, BaseProcess], computing: dict[int, str], committed: set[str]) -> str:
+    """Which worker died, how (signal or exit status), and the unit it was computing.
+
+    When one worker dies the pool terminates the others (SIGTERM), so the dead are those that ended
+    otherwise, or, when every worker ended by SIGTERM, all of them."""
+
+    def doing(pid: int) -> str:
+        if pid not in computing:
+            return "before its first unit"
+        return "between units" if computing[pid] in committed else f"while computing {computing[pid]}"
+
+    ended = {pid: p.exitcode for pid, p in processes.items() if p.exitcode is not None}
+    dead = {pid: code for pid, code in ended.items() if code != -signal.SIGTERM} or ended
+    return "; ".join(
+        f"worker process {pid} died ({_exit_text(code)}) {doing(pid)}" for pid, code in sorted(dead.items())
+    )
+
+
+def _exit_text(code: int) -> str:
+    """A process exit code as words: ``killed by SIGKILL``, ``exit status 1``."""
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
+@contextlib.contextmanager
+def run_dir_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the lock of ``run_dir`` (:data:`ovman_eval.results.LOCK`) for the ``with`` block.
+
+    An advisory ``fcntl.flock`` on the lock file, which then holds this process's PID; the kernel
+    releases it when the process ends, however it ends, so a killed run leaves no stale lock.
+    BenchmarkError at once (naming the holder's PID) when another process holds it, or when
+    ``run_dir`` is a non-empty directory of something else."""
+    _refuse_foreign(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK
+    with open(path, "a+", encoding="utf-8") as stream:
+        try:
+            fcntl.flock(stream, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            stream.seek(0)
+            holder = stream.read().strip()
+            by = f" (PID {holder})" if holder.isdigit() else ""
+            raise BenchmarkError(
+                f"{run_dir}: another benchmark{by} is running in this run directory (it holds {path}); "
+                "wait for it to finish or stop it, then run this command again"
+            ) from None
+        stream.truncate(0)
+        stream.write(f"{os.getpid()}\n")
+        stream.flush()
+        try:
+            yield
+        finally:
+            stream.truncate(0)  # a released lock names nobody
+
+
+def _refuse_foreign(run_dir: Path) -> None:
+    """BenchmarkError when ``run_dir`` holds files but no run (a directory of something else)."""
+    if not (run_dir / RUN_FILE).is_file() and run_dir.is_dir() and any(p.name != LOCK for p in run_dir.iterdir()):
+        raise BenchmarkError(f"{run_dir}: not empty and holds no {RUN_FILE}; choose a new run directory")
 
 
 @dataclasses.dataclass
 class _Previous:
+    """What a run directory held: its intact records and sketches, its timings, and the damaged
+    lines skipped (their results are computed again)."""
+
     records: list[ResultRecord]
     sketches: dict[str, EpisodeSketch]
     timings: dict[str, float]
     wall_s: float
+    damaged: tuple[DamagedLine, ...]
 
 
 def _generation_summary(dataset: Path) -> dict[str, Any] | None:
@@ -1121,8 +1313,12 @@ def _generation_summary(dataset: Path) -> dict[str, Any] | None:
 
 
 def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
-    """Create the run directory, or check and load the unfinished run in it."""
+    """Create the run directory, or check and load the run in it: an unfinished run from its partial
+    files; a finished run given again from its final files, which then become the partial ones it
+    is refinished from (the finish marker goes only once they are read). Damaged lines are skipped
+    and returned (:attr:`_Previous.damaged`), never fatal."""
     run_file = run_dir / RUN_FILE
+    finished = False
     if run_file.is_file():
         try:
             stored = json.loads(run_file.read_text(encoding="utf-8"))
@@ -1134,15 +1330,9 @@ def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
                 f"{run_dir}: holds a different run (differs in {', '.join(differences) or 'format'}); "
                 "resume it with the same dataset, arms, seeds, configuration and code, or choose another directory"
             )
-        if (run_dir / FINISHED).exists():
-            # A finished run given again: its final files become the partial ones it is refinished from.
-            for final, partial in ((RESULTS, PARTIAL_RESULTS), (SKETCHES, PARTIAL_SKETCHES)):
-                if (run_dir / final).is_file():
-                    os.replace(run_dir / final, run_dir / partial)
-            (run_dir / FINISHED).unlink()
-    elif run_dir.exists() and any(run_dir.iterdir()):
-        raise BenchmarkError(f"{run_dir}: not empty and holds no {RUN_FILE}; choose a new run directory")
+        finished = (run_dir / FINISHED).exists()
     else:
+        _refuse_foreign(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         document = {
             "identity": identity,
@@ -1150,11 +1340,15 @@ def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
             "generation": _generation_summary(Path(identity["request"]["dataset"])),
         }
         atomic_write_text(run_file, json.dumps(document, sort_keys=True, indent=1) + "\n")
-    try:
-        records = [record_from_dict(d) for d in read_json_lines(run_dir / PARTIAL_RESULTS, tolerate_torn_tail=True)]
-        sketches = [sketch_from_dict(d) for d in read_json_lines(run_dir / PARTIAL_SKETCHES, tolerate_torn_tail=True)]
-    except ResultsError as err:
-        raise BenchmarkError(f"{run_dir}: damaged partial results ({err}); choose a new run directory") from err
+    files = ((RESULTS, PARTIAL_RESULTS), (SKETCHES, PARTIAL_SKETCHES))
+    results_file, sketches_file = (final if finished else partial for final, partial in files)
+    records, damaged = read_checked_lines(run_dir / results_file, record_from_dict, partial=not finished)
+    sketches, damaged_sketches = read_checked_lines(run_dir / sketches_file, sketch_from_dict, partial=not finished)
+    if finished:
+        for final, partial in files:
+            if (run_dir / final).is_file():
+                os.replace(run_dir / final, run_dir / partial)
+        (run_dir / FINISHED).unlink()
     timings: dict[str, float] = {}
     wall = 0.0
     if (run_dir / TIMINGS).is_file():
@@ -1167,7 +1361,9 @@ def _open_run_dir(run_dir: Path, identity: dict[str, Any]) -> _Previous:
     unique: dict[tuple[str, str, int, str], ResultRecord] = {}
     for record in records:
         unique.setdefault(record.key, record)
-    return _Previous(list(unique.values()), {s.group_id: s for s in sketches}, timings, wall)
+    return _Previous(
+        list(unique.values()), {s.group_id: s for s in sketches}, timings, wall, (*damaged, *damaged_sketches)
+    )
 
 
 def _plan_units(
@@ -1229,10 +1425,10 @@ def _finish(
     wall: float,
     workers: int,
 ) -> RunSummary:
-    """Sort the partial files into the final ones, check completeness, write the marker."""
+    """Sort the partial files into the final ones, check completeness, write the marker. Damaged
+    lines are skipped (:func:`_open_run_dir` reported those it found; their results were computed again)."""
     results: dict[tuple[str, str, int, str], ResultRecord] = {}
-    for doc in read_json_lines(run_dir / PARTIAL_RESULTS, tolerate_torn_tail=True):
-        record = record_from_dict(doc)
+    for record in read_checked_lines(run_dir / PARTIAL_RESULTS, record_from_dict, partial=True)[0]:
         results.setdefault(record.key, record)
     expected = _expected_keys(records, request)
     missing = sorted(expected - set(results))
@@ -1240,8 +1436,7 @@ def _finish(
         raise BenchmarkError(f"{run_dir}: {len(missing)} results missing after the run (first {missing[0]}); rerun")
     ordered = sorted((results[k] for k in expected), key=lambda r: sort_key(r, episode_order, ARM_ORDER))
     sketches: dict[str, EpisodeSketch] = {}
-    for doc in read_json_lines(run_dir / PARTIAL_SKETCHES, tolerate_torn_tail=True):
-        sketch = sketch_from_dict(doc)
+    for sketch in read_checked_lines(run_dir / PARTIAL_SKETCHES, sketch_from_dict, partial=True)[0]:
         sketches.setdefault(sketch.group_id, sketch)
     group_order = list(dict.fromkeys(r.group_id for r in records))
     atomic_write_text(run_dir / RESULTS, "".join(to_json_line(r) + "\n" for r in ordered))
@@ -1294,15 +1489,19 @@ __all__ = [
     "ARM_ORDER",
     "BenchmarkError",
     "BenchmarkRequest",
+    "EpisodeSetupError",
     "Follow",
     "GroupEvaluator",
     "NavigationPlan",
     "RunProgress",
     "RunSummary",
     "WorkUnit",
+    "WorkerDiedError",
+    "error_result",
     "evaluate_episode",
     "parse_arms",
     "parse_conditions",
     "pick_seed",
     "run_benchmark",
+    "run_dir_lock",
 ]
