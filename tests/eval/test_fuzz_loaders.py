@@ -3,8 +3,9 @@ a valid value or raises its own error type with a message; it never crashes with
 
 Loaders here: the config (a document with one leaf replaced, and arbitrary file bytes), an episode
 line (a valid record with one field replaced, and arbitrary text), a recording's metadata
-(arbitrary bytes as its metadata.yaml and .mcap). Query requests are fuzzed in
-tests/query/test_query_requests.py, InstanceMap messages in tests/ros/test_map_messages.py.
+(arbitrary bytes as its metadata.yaml and .mcap). Map cache entries are fuzzed in
+tests/eval/test_map_cache.py, Query requests in tests/query/test_query_requests.py, InstanceMap
+messages in tests/ros/test_map_messages.py.
 Derandomised: every run tries the same examples.
 """
 

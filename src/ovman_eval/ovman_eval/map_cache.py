@@ -14,12 +14,18 @@ holds everything the arms, the diagnostics and the figures need from the recordi
 - the text embeddings of the group's noun phrases, so that answering from a cached entry needs
   no language model.
 
-Entries are pickles in one directory, named by a key over the recordings (metadata and file
-size/mtime), the dataset's episode hash, the encoder description, the mapping configuration and
-the source of the code that builds maps; a change to any of them misses the cache. Maps of the
+Each entry is one file, ``<key>.maps``: a JSON document of the entry's structure and its numbers
+as raw numpy arrays with their dtypes (:mod:`ovman_eval.array_bundle`; floats come back bit for bit),
+with a sha256 of its own bytes. Reading an entry runs no code (no pickle), and a damaged, truncated
+or unparseable entry is reported with a :class:`DamagedEntryWarning` and rebuilt. The key (the file
+name) is a sha256 over the content of the recordings' files, the dataset's episode hash, the encoder
+description, the mapping configuration and the source of the code that builds maps; a change to any
+of them misses the cache. (A recording file's digest is kept per process while its path, size,
+mtime, ctime and inode stay the same: a run reads each recording once to key it.) Maps of the
 recordings re-rendered under a stress condition (:mod:`ovman_eval.condition_frames`) are separate
-entries, keyed also by the condition, its seed, the simulator configuration and its code. Entries are
-written atomically (temporary file, then rename), so parallel workers can share a directory.
+entries, keyed also by the condition, its seed, the simulator configuration and its code. Entries
+are written atomically (temporary file, fsync, then rename), so parallel workers can share a
+directory.
 
 :class:`PhraseByPhraseEncoder` wraps the configured encoder so that a map cache entry's phrase
 vectors spare the language model. Every text embedding is computed for one phrase at a time
@@ -35,30 +41,34 @@ import gc
 import hashlib
 import json
 import os
-import pickle
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ovman_core.boxes import Box3
 from ovman_core.config import OvmanConfig, to_document
 from ovman_core.world_state import ObjectState, WorldState
+from ovman_eval.array_bundle import pack_bundle, unpack_bundle
 from ovman_eval.diagnostics import appearance_pairs, diagnose_map, diagnose_visits
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.fingerprint import source_fingerprint
 from ovman_eval.truth_shares import true_shares
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
-from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
+from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting, at_wire_precision
 from ovman_mapping.segmenter import segmenter_identity
 from ovman_query.arms import TrueShares
-from ovman_query.association import Association
+from ovman_query.association import Association, MatchedPair
 from ovman_sim.recording import SEGMENT_TOPICS, RecordedFrame, RecordingError, has_segments, read_visit
 from ovman_sim.world import Observation
 
-CACHE_FORMAT = 4
-"""Bumped when :class:`GroupMaps` changes shape."""
+CACHE_FORMAT = 5
+"""Bumped when :class:`GroupMaps` or the entry codec changes shape."""
+ENTRY_SUFFIX = ".maps"
+"""The file name suffix of an entry (after its key)."""
 SIMULATOR = "simulator"
 """``mapping_node.segmenter.kind`` of the simulator's segments (every other kind reads pixels only)."""
 UNAVAILABLE = "unavailable"
@@ -84,6 +94,10 @@ the package)."""
 
 class MapCacheError(RuntimeError):
     """A cache entry cannot be read or written (names the file)."""
+
+
+class DamagedEntryWarning(UserWarning):
+    """A cache entry is damaged (names the file and what is wrong); it is rebuilt."""
 
 
 class PhraseByPhraseEncoder:
@@ -246,18 +260,34 @@ def code_fingerprint() -> str:
     return source_fingerprint(_KEY_SOURCES)
 
 
-def _recording_stamp(path: Path) -> dict[str, Any]:
-    """A cheap identity of a recording directory: its metadata.yaml and its files' sizes and mtimes."""
+_DIGEST_CHUNK = 1 << 20
+"""Bytes read at a time when hashing a recording file."""
+_file_digests: dict[tuple[str, int, int, int, int, int], str] = {}
+"""sha256 (hex) of the recording files this process has read, by (path, size, mtime_ns, ctime_ns,
+device, inode): a file is hashed again as soon as one of them changes (a write changes its ctime,
+even when its mtime is set back)."""
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 (hex) of the content of the file at ``path``, read once per process (see ``_file_digests``)."""
+    info = path.stat()
+    identity = (str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev, info.st_ino)
+    digest = _file_digests.get(identity)
+    if digest is None:
+        sha = hashlib.sha256()
+        with path.open("rb") as stream:
+            while chunk := stream.read(_DIGEST_CHUNK):
+                sha.update(chunk)
+        digest = _file_digests[identity] = sha.hexdigest()
+    return digest
+
+
+def _recording_stamp(path: Path) -> dict[str, str]:
+    """The identity of a recording directory: the sha256 of every file in it, by relative path."""
     if not path.is_dir():
         raise RecordingError(f"{path}: recording directory missing")
-    stamp: dict[str, Any] = {}
-    for entry in sorted(path.iterdir()):
-        info = entry.stat()
-        stamp[entry.name] = [info.st_size, info.st_mtime_ns]
-    metadata = path / "metadata.yaml"
-    if metadata.is_file():
-        stamp["metadata.yaml"].append(hashlib.sha256(metadata.read_bytes()).hexdigest())
-    return stamp
+    files = (entry for entry in sorted(path.rglob("*")) if entry.is_file())
+    return {entry.relative_to(path).as_posix(): _file_digest(entry) for entry in files}
 
 
 class CacheKeys:
@@ -304,48 +334,315 @@ def cache_key(
 
 
 class MapCache:
-    """A directory of :class:`GroupMaps` pickles (``None`` directory: nothing is kept)."""
+    """A directory of :class:`GroupMaps` entries (``None`` directory: nothing is kept); see the
+    module docstring for the format."""
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
 
     def path(self, key: str) -> Path | None:
-        return None if self.directory is None else self.directory / f"{key}.pickle"
+        return None if self.directory is None else self.directory / f"{key}{ENTRY_SUFFIX}"
 
     def get(self, key: str) -> GroupMaps | None:
+        """The entry of ``key``; None when there is none, or it is of another format, or it is
+        damaged (then with a :class:`DamagedEntryWarning`: the caller rebuilds it and :meth:`put`
+        overwrites it). MapCacheError when the file exists but cannot be read."""
         path = self.path(key)
-        if path is None or not path.is_file():
+        if path is None:
             return None
         try:
-            data = path.read_bytes()
-            # Unpickling creates thousands of small objects; the cyclic collector would scan every
-            # live object several times meanwhile (3x slower). Nothing here makes cycles.
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                entry = pickle.loads(data)
-            finally:
-                if collecting:
-                    gc.enable()
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
-            raise MapCacheError(f"{path}: unreadable map cache entry ({err}); delete it to rebuild") from err
-        if not isinstance(entry, GroupMaps) or entry.format_version != CACHE_FORMAT:
+            # A bytearray, so that the arrays are writable like the ones the maps were built with.
+            data = bytearray(path.read_bytes())
+        except FileNotFoundError:
             return None
-        return entry
+        except OSError as err:
+            raise MapCacheError(f"{path}: unreadable map cache entry ({err})") from err
+        # Decoding creates thousands of small objects; the cyclic collector would scan every live
+        # object several times meanwhile (3x slower). Nothing here makes cycles.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return _decode_entry(data)
+        except Exception as err:  # whatever a damaged file makes decoding raise, the entry is rebuilt
+            why = f"{type(err).__name__}: {err}"
+            warnings.warn(f"{path}: damaged map cache entry, rebuilt ({why})", DamagedEntryWarning, stacklevel=2)
+            return None
+        finally:
+            if collecting:
+                gc.enable()
 
     def put(self, key: str, entry: GroupMaps) -> None:
         path = self.path(key)
         if path is None:
             return
+        data = _encode_entry(entry)
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(handle, "wb") as stream:
-                pickle.dump(entry, stream, protocol=pickle.HIGHEST_PROTOCOL)
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
             os.replace(temporary, path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+# ---- entry codec: GroupMaps <-> a JSON document and numpy arrays (ovman_eval.array_bundle) --------
+# Every float is stored in a float64 (or its own dtype's) array and every other value in the JSON
+# document, so that decoding gives back equal values of the same types. Arrays are referred to by
+# their index in the bundle. Sightings and object states shared between places (a lean map repeats
+# an instance's first sighting) are stored once.
+
+
+def _encode_entry(entry: GroupMaps) -> bytes:
+    arrays: list[np.ndarray] = []
+    document = {
+        "format_version": entry.format_version,
+        "group_id": entry.group_id,
+        "encoder": entry.encoder,
+        "maps": [_map_document(m, arrays) for m in (entry.map1, entry.map2)],
+        "truth": _truth_document(entry.truth, arrays),
+        "diagnostics": _checked_plain(entry.diagnostics, "diagnostics"),
+        "phrases": {phrase: _stored(arrays, vector) for phrase, vector in entry.phrases.items()},
+        "association": None if entry.association is None else _association_document(entry.association, arrays),
+        "shares": [[visit, _shares_document(s, arrays)] for visit, s in entry.shares.items()],
+    }
+    return pack_bundle(document, arrays)
+
+
+def _decode_entry(data: bytearray) -> GroupMaps | None:
+    """The entry in ``data``, None when it is of another :data:`CACHE_FORMAT`."""
+    document, arrays = unpack_bundle(data)
+    if document["format_version"] != CACHE_FORMAT:
+        return None
+    association = document["association"]
+    return GroupMaps(
+        format_version=document["format_version"],
+        group_id=document["group_id"],
+        encoder=document["encoder"],
+        map1=_map_of(document["maps"][0], arrays),
+        map2=_map_of(document["maps"][1], arrays),
+        truth=_truth_of(document["truth"], arrays),
+        diagnostics=document["diagnostics"],
+        phrases={phrase: arrays[k] for phrase, k in document["phrases"].items()},
+        association=None if association is None else _association_of(association, arrays),
+        shares={visit: _shares_of(shares, arrays) for visit, shares in document["shares"]},
+    )
+
+
+def _stored(arrays: list[np.ndarray], array: np.ndarray) -> int:
+    arrays.append(array)
+    return len(arrays) - 1
+
+
+def _checked_plain(value: Any, where: str) -> Any:
+    """``value`` when JSON gives it back equal and of the same types (dicts with str keys, lists,
+    str, int, float, bool, None); TypeError naming ``where`` otherwise."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) is not str:
+                raise TypeError(f"{where}: key {key!r} is not a str")
+            _checked_plain(item, f"{where}[{key!r}]")
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            _checked_plain(item, f"{where}[{k}]")
+    elif type(value) not in (str, int, float, bool, type(None)):
+        raise TypeError(f"{where}: a {type(value).__name__} does not round-trip through JSON")
+    return value
+
+
+def _distinct(items: Iterable[Any]) -> tuple[list[Any], dict[int, int]]:
+    """The distinct objects of ``items`` (by identity) in order of first appearance, and the row of
+    each by ``id``."""
+    rows: list[Any] = []
+    row_of: dict[int, int] = {}
+    for item in items:
+        if id(item) not in row_of:
+            row_of[id(item)] = len(rows)
+            rows.append(item)
+    return rows, row_of
+
+
+def _stored_rows(arrays: list[np.ndarray], rows: list[np.ndarray]) -> dict[str, Any]:
+    """``rows`` as one stacked array when they share a dtype and shape (one array to read instead
+    of one per instance), else one by one."""
+    if rows and len({(row.dtype, row.shape) for row in rows}) == 1:
+        return {"stack": _stored(arrays, np.stack(rows))}
+    return {"each": [_stored(arrays, row) for row in rows]}
+
+
+def _rows_of(document: dict[str, Any], arrays: list[np.ndarray]) -> list[np.ndarray]:
+    if "stack" in document:
+        return list(arrays[document["stack"]])
+    return [arrays[k] for k in document["each"]]
+
+
+def _map_document(instance_map: InstanceMap, arrays: list[np.ndarray]) -> dict[str, Any]:
+    instances = instance_map.instances
+    sightings, row_of = _distinct(s for i in instances for s in i.sightings)
+    return {
+        "visit": instance_map.visit,
+        "encoder": instance_map.encoder,
+        "frames": instance_map.frames,
+        "aliases": dict(instance_map.aliases),
+        "history": [
+            {
+                "frame_index": snapshot.frame_index,
+                "step": snapshot.step,
+                "uids": list(snapshot.positions),
+                "positions": _stored(arrays, np.array(list(snapshot.positions.values()), dtype=np.float64)),
+            }
+            for snapshot in instance_map.history
+        ],
+        "sighting_counts": _stored(
+            arrays, np.array([(s.frame_index, s.step, s.pixel_count) for s in sightings], dtype=np.int64)
+        ),
+        "sighting_positions": _stored(arrays, np.array([s.position for s in sightings], dtype=np.float64)),
+        "uid": [i.uid for i in instances],
+        "geometry": _stored(arrays, np.array([(*i.position, *i.box.lo, *i.box.hi) for i in instances], np.float64)),
+        "points": _stored_rows(arrays, [i.points for i in instances]),
+        "feature": _stored_rows(arrays, [i.feature for i in instances]),
+        "colour": _stored_rows(arrays, [i.colour for i in instances]),
+        "label_names": [list(i.labels) for i in instances],
+        "label_shares": _stored(arrays, np.array([v for i in instances for v in i.labels.values()], np.float64)),
+        "sightings": [[row_of[id(s)] for s in i.sightings] for i in instances],
+        "moving": [i.moving for i in instances],
+        "motion_evidence": [i.motion_evidence for i in instances],
+    }
+
+
+def _map_of(document: dict[str, Any], arrays: list[np.ndarray]) -> InstanceMap:
+    counts = arrays[document["sighting_counts"]].tolist()
+    positions = arrays[document["sighting_positions"]].tolist()
+    sightings = [Sighting(c[0], c[1], tuple(p), c[2]) for c, p in zip(counts, positions, strict=True)]
+    shares = iter(arrays[document["label_shares"]].tolist())
+    instances = tuple(
+        Instance(
+            uid=uid,
+            position=tuple(row[:3]),
+            box=Box3(tuple(row[3:6]), tuple(row[6:])),
+            points=points,
+            feature=feature,
+            colour=colour,
+            labels={name: next(shares) for name in names},
+            sightings=tuple([sightings[k] for k in rows]),
+            moving=moving,
+            motion_evidence=evidence,
+        )
+        for uid, row, points, feature, colour, names, rows, moving, evidence in zip(
+            document["uid"],
+            arrays[document["geometry"]].tolist(),
+            _rows_of(document["points"], arrays),
+            _rows_of(document["feature"], arrays),
+            _rows_of(document["colour"], arrays),
+            document["label_names"],
+            document["sightings"],
+            document["moving"],
+            document["motion_evidence"],
+            strict=True,
+        )
+    )
+    history = tuple(
+        MapSnapshot(
+            frame_index=snapshot["frame_index"],
+            step=snapshot["step"],
+            positions={
+                uid: tuple(row)
+                for uid, row in zip(snapshot["uids"], arrays[snapshot["positions"]].tolist(), strict=True)
+            },
+        )
+        for snapshot in document["history"]
+    )
+    return InstanceMap(
+        visit=document["visit"],
+        instances=instances,
+        encoder=document["encoder"],
+        frames=document["frames"],
+        history=history,
+        aliases=document["aliases"],
+    )
+
+
+def _truth_document(truth: GroupTruth, arrays: list[np.ndarray]) -> dict[str, Any]:
+    worlds = {"visit1": truth.visit1, "visit2_start": truth.visit2_start, "visit2_end": truth.visit2_end}
+    boxes = [o for visit_boxes in truth.boxes.values() for o in visit_boxes]
+    objects, row_of = _distinct([o for world in worlds.values() for o in world] + [*truth.carried] + boxes)
+    return {
+        "instance_id": [o.instance_id for o in objects],
+        "category": [o.category for o in objects],
+        "movable": [o.movable for o in objects],
+        "geometry": _stored(arrays, np.array([(*o.position, *o.box.lo, *o.box.hi) for o in objects], np.float64)),
+        **{name: [row_of[id(o)] for o in world] for name, world in worlds.items()},
+        "carried": [row_of[id(o)] for o in truth.carried],
+        "discoverable1": sorted(truth.discoverable1),
+        "discoverable2": sorted(truth.discoverable2),
+        "boxes": [[visit, [row_of[id(o)] for o in boxes]] for visit, boxes in truth.boxes.items()],
+    }
+
+
+def _truth_of(document: dict[str, Any], arrays: list[np.ndarray]) -> GroupTruth:
+    objects = [
+        ObjectState(instance_id, category, tuple(row[:3]), Box3(tuple(row[3:6]), tuple(row[6:])), movable)
+        for instance_id, category, movable, row in zip(
+            document["instance_id"],
+            document["category"],
+            document["movable"],
+            arrays[document["geometry"]].tolist(),
+            strict=True,
+        )
+    ]
+
+    def world(name: str) -> WorldState:
+        return WorldState({objects[k].instance_id: objects[k] for k in document[name]})
+
+    return GroupTruth(
+        visit1=world("visit1"),
+        visit2_start=world("visit2_start"),
+        visit2_end=world("visit2_end"),
+        carried=tuple(objects[k] for k in document["carried"]),
+        discoverable1=frozenset(document["discoverable1"]),
+        discoverable2=frozenset(document["discoverable2"]),
+        boxes={visit: tuple(objects[k] for k in rows) for visit, rows in document["boxes"]},
+    )
+
+
+def _association_document(association: Association, arrays: list[np.ndarray]) -> dict[str, Any]:
+    pairs = association.pairs
+    return {
+        "pairs": [[p.uid1, p.uid2, p.stage] for p in pairs],
+        "numbers": _stored(
+            arrays, np.array([(p.cost, p.dissimilarity, p.distance, p.displacement) for p in pairs], np.float64)
+        ),
+        "removed": list(association.removed),
+        "appeared": list(association.appeared),
+    }
+
+
+def _association_of(document: dict[str, Any], arrays: list[np.ndarray]) -> Association:
+    numbers = arrays[document["numbers"]].tolist()
+    return Association(
+        pairs=tuple(MatchedPair(*pair, *row) for pair, row in zip(document["pairs"], numbers, strict=True)),
+        removed=tuple(document["removed"]),
+        appeared=tuple(document["appeared"]),
+    )
+
+
+def _shares_document(shares: TrueShares, arrays: list[np.ndarray]) -> dict[str, Any]:
+    return {
+        "uids": list(shares),
+        "categories": [list(categories) for categories in shares.values()],
+        "values": _stored(arrays, np.array([v for s in shares.values() for v in s.values()], np.float64)),
+    }
+
+
+def _shares_of(document: dict[str, Any], arrays: list[np.ndarray]) -> TrueShares:
+    values = iter(arrays[document["values"]].tolist())
+    return {
+        uid: {category: next(values) for category in categories}
+        for uid, categories in zip(document["uids"], document["categories"], strict=True)
+    }
 
 
 def build_group_maps(
