@@ -64,6 +64,8 @@ def test_training_is_deterministic_and_writes_a_model_the_mapper_loads(tmp_path)
     manifest = json.loads((tmp_path / "a" / MANIFEST_FILE).read_text())
     assert manifest["vocabulary"] == list(perception.VOCABULARY)
     assert manifest["training"]["train_scenes"] == ["perception-train-0"]
+    assert manifest["training"]["train_scene_conditions"] == [config.benchmark_node.perception.train_conditions[0]]
+    assert manifest["context_dilation"] == config.benchmark_node.perception.context_dilation
     assert manifest["held_out"]["test_scenes"] == ["perception-test-0"]
     assert {"precision", "recall", "accuracy"} <= set(manifest["held_out"])
     assert manifest["code_revision"]
@@ -88,9 +90,37 @@ def test_cell_targets_mark_classes_and_the_borders_between_instances():
 
 
 def test_perception_settings_are_range_checked():
-    bad = dataclasses.replace(CONFIG.benchmark_node.perception, iou_threshold=0.0)
-    with pytest.raises(ConfigError, match=r"benchmark_node\.perception\.iou_threshold"):
-        perception.check_perception(bad)
+    params = CONFIG.benchmark_node.perception
+    for key, value in (("iou_threshold", 0.0), ("train_conditions", []), ("train_conditions", ["baseline", "fog"])):
+        with pytest.raises(ConfigError, match=rf"benchmark_node\.perception\.{key}"):
+            perception.check_perception(dataclasses.replace(params, **{key: value}))
+
+
+def test_training_homes_cycle_through_the_training_conditions():
+    config = tiny_config()
+    mixed = list(perception.perception_frames(config, "train", 2, ["baseline", "low_light"]))
+    plain = list(perception.perception_frames(config, "train", 2))
+    brightness = {
+        (name, scene): np.mean([f.observation.rgb.mean() for f in frames if f.scene == scene])
+        for name, frames in (("mixed", mixed), ("plain", plain))
+        for scene in ("perception-train-0", "perception-train-1")
+    }
+    assert brightness["mixed", "perception-train-0"] == brightness["plain", "perception-train-0"]  # baseline
+    assert brightness["mixed", "perception-train-1"] < 0.6 * brightness["plain", "perception-train-1"]  # low light
+    assert [(f.scene, f.observation.step) for f in mixed] == [(f.scene, f.observation.step) for f in plain]
+
+
+def test_flipping_is_seeded_and_changes_what_is_learned():
+    frames = list(perception.perception_frames(tiny_config(), "train", 1))[:8]
+    params = dataclasses.replace(tiny_config().benchmark_node.perception, threads=1, epochs=2)
+    data = perception.training_set(frames, params)
+
+    def weights(flip: bool) -> list[bytes]:
+        model = perception.train_network(data, dataclasses.replace(params, flip=flip))
+        return [v.numpy().tobytes() for v in model.state_dict().values()]
+
+    assert params.flip and weights(True) == weights(True)
+    assert weights(True) != weights(False)
 
 
 def test_the_commands_train_and_report_json(tmp_path, capsys):

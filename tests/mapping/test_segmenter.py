@@ -53,7 +53,7 @@ def write_model(directory: Path, vocabulary=VOCABULARY, image_size=(32, 24), see
     from ovman_mapping.segnet import SegNet
 
     torch.manual_seed(seed)
-    model = SegNet(len(vocabulary), (4, 4, 4), 2)
+    model = SegNet(len(vocabulary), (4, 4, 4), 2, 2)
     directory.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / WEIGHTS_FILE))
     manifest = {
@@ -62,6 +62,7 @@ def write_model(directory: Path, vocabulary=VOCABULARY, image_size=(32, 24), see
         "vocabulary": list(vocabulary),
         "widths": [4, 4, 4],
         "decoder_stages": 2,
+        "context_dilation": 2,
         "input_stride": 2,
         "image_size": list(image_size),
         "weights_sha256": hashlib.sha256((directory / WEIGHTS_FILE).read_bytes()).hexdigest(),
@@ -85,6 +86,50 @@ def test_the_simulator_backend_passes_masks_and_labels_on_one_hot_with_compact_i
     assert SimulatorSegmenter.reads_simulator_segments
 
 
+def class_logits(classes: list[list[int]]) -> np.ndarray:
+    """(K + 2, h, w) logits: each cell's class (0 = background, k = VOCABULARY[k - 1]) at 10, the
+    other classes at -10, no boundary anywhere."""
+    classes = np.asarray(classes)
+    logits = np.full((len(VOCABULARY) + 2, *classes.shape), -10.0, np.float32)
+    for k in range(len(VOCABULARY) + 1):
+        logits[k][classes == k] = 10.0
+    return logits
+
+
+def test_touching_objects_of_different_classes_stay_apart():
+    # A chair (class 1) against a sofa (class 3): one 4-connected blob of object cells, two segments.
+    logits = class_logits([[1, 1, 1, 3, 3, 3, 0]] * 4)
+    out = segments_from_logits(logits, VOCABULARY, dataclasses.replace(CONFIG, merge_cells=10), (8, 14))
+    assert sorted(s.label for s in out.segments) == ["Chair", "Sofa"]
+    assert out.labels[out.ids[0, 0]] == "Chair" and out.labels[out.ids[0, 7]] == "Sofa"
+    assert (out.ids[:, 12:] == 0).all()
+
+
+def test_class_noise_joins_the_fragment_it_borders_most_and_an_isolated_small_object_stays():
+    # A 4x6 chair with a 2-cell mug speck inside, and a lone 2-cell mug in the corner.
+    rows = [[1, 1, 1, 1, 1, 1, 0, 0, 0]] * 4 + [[0] * 7 + [2, 2]]
+    rows[1] = [1, 1, 2, 2, 1, 1, 0, 0, 0]
+    logits = class_logits(rows)
+    out = segments_from_logits(logits, VOCABULARY, dataclasses.replace(CONFIG, merge_cells=10), (5, 9))
+    assert sorted(s.label for s in out.segments) == ["Chair", "Mug"]
+    chair = next(k for k, s in enumerate(out.segments, start=1) if s.label == "Chair")
+    assert (out.ids[:4, :6] == chair).all(), "the speck is part of the chair"
+    assert out.segments[chair - 1].labels["Mug"] == pytest.approx(2 / 24, abs=1e-6)
+    assert out.labels[out.ids[4, 8]] == "Mug", "nothing to join: the lone mug stays"
+    # Without merging, the speck is a segment of its own.
+    unmerged = segments_from_logits(logits, VOCABULARY, dataclasses.replace(CONFIG, merge_cells=0), (5, 9))
+    assert sorted(s.label for s in unmerged.segments) == ["Chair", "Mug", "Mug"]
+
+
+def test_small_fragments_merge_smallest_first_into_the_longest_border():
+    # Fragments: A chair 3x4 (12 cells), B sofa 1x4 below it (4 cells), C mug 1x1 touching B only.
+    rows = [[1, 1, 1, 1, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 0], [3, 3, 3, 3, 2]]
+    out = segments_from_logits(class_logits(rows), VOCABULARY, dataclasses.replace(CONFIG, merge_cells=5), (4, 5))
+    # C (1 cell) joins B, its only neighbour; B+C (5 cells) is then big enough to stay.
+    assert sorted(s.label for s in out.segments) == ["Chair", "Sofa"]
+    assert out.ids[3, 4] == out.ids[3, 0] != out.ids[0, 0]
+
+
 def test_logits_become_segments_split_at_boundaries_with_their_label_distributions():
     k = len(VOCABULARY)
     logits = np.full((k + 2, 4, 6), -10.0, np.float32)
@@ -93,7 +138,10 @@ def test_logits_become_segments_split_at_boundaries_with_their_label_distributio
     logits[1, :, :5] = 10.0  # ... but columns 0-4 are Chair
     logits[2, :, :5] = 9.0
     logits[-1, :, 2] = 10.0  # a boundary down column 2 splits the Chair cells into two instances
-    out = segments_from_logits(logits, VOCABULARY, CONFIG, (8, 12))
+    config = dataclasses.replace(CONFIG, boundary_threshold=0.5, merge_cells=0)
+    unsplit = segments_from_logits(logits, VOCABULARY, dataclasses.replace(config, boundary_threshold=1.0), (8, 12))
+    assert len(unsplit.segments) == 1  # 1.0: the boundary head is not used
+    out = segments_from_logits(logits, VOCABULARY, config, (8, 12))
     assert len(out.segments) == 2
     assert out.ids.shape == (8, 12) and set(np.unique(out.ids)) == {0, 1, 2}
     first, second = out.segments

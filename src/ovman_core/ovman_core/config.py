@@ -379,6 +379,7 @@ class SegmenterConfig:
     kind: str
     model: str
     boundary_threshold: Fraction
+    merge_cells: CountOrZero
     min_confidence: Fraction
     threads: Threads
 
@@ -576,7 +577,10 @@ class PerceptionParams:
     seed: Seed
     widths: list[Count]
     decoder_stages: Annotated[int, Range(1, 3)]
+    context_dilation: Annotated[int, Range(1, 8)]
     input_stride: Pixels
+    train_conditions: list[str]
+    flip: bool
     threads: Threads
     iou_threshold: Annotated[float, Range(0.0, 1.0, open_low=True)]
 

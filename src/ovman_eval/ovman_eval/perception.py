@@ -4,15 +4,18 @@ Frames come from the coverage tours (``sim_node.tour``) of *perception homes*,
 ``perception-train-<k>`` and ``perception-test-<k>`` (:func:`ovman_sim.homes.perception_scene`):
 a seed namespace above every ``embedded-<seed>``, which ``ovman generate`` and the episode format
 refuse, so no benchmark scene is ever trained or tuned on. The world renders them as it renders
-episodes (sensor model on, baseline condition unless asked otherwise).
+episodes (sensor model on). Training home ``k`` is rendered under ``perception.train_conditions``
+entry ``k mod len`` (the stress conditions as augmentation), held-out homes under the condition
+asked for (baseline unless ``--condition``).
 
 Targets at the network's output resolution (``output_stride`` camera pixels a cell, sampled at
 the cell's centre pixel): the class of the instance seen there (0 = none: walls, floor, doors)
 and the boundary, set on a cell of an instance with a 4-neighbour of another instance. The loss
 is cross-entropy with class weights ``1 / sqrt(frequency)`` (normalised to mean 1 over the classes
-present) plus the boundary's binary cross-entropy weighted by the inverse boundary share. Adam,
-cosine-decayed step size, ``perception.seed`` for the initial weights and the frame order,
-deterministic torch algorithms: the same config and threads give the same weights.
+present) plus the boundary's binary cross-entropy weighted by the inverse boundary share. Each
+frame of a batch is mirrored left-right with probability 1/2 (``perception.flip``). Adam,
+cosine-decayed step size, ``perception.seed`` for the initial weights, the frame order and the
+mirroring, deterministic torch algorithms: the same config and threads give the same weights.
 
 Evaluation (:func:`evaluate`): per frame, ground-truth segments of at least
 ``mapping.min_segment_pixels`` pixels are matched one-to-one to predicted segments by mask IoU
@@ -67,6 +70,11 @@ def check_perception(params: PerceptionParams) -> None:
         "seed": (params.seed >= 0, "a non-negative integer"),
         "widths": (len(params.widths) == 3 and all(w >= 1 for w in params.widths), "three channel counts >= 1"),
         "decoder_stages": (params.decoder_stages in (1, 2, 3), "1, 2 or 3"),
+        "context_dilation": (1 <= params.context_dilation <= 8, "a dilation in [1, 8]"),
+        "train_conditions": (
+            bool(params.train_conditions) and set(params.train_conditions) <= {c.value for c in Condition},
+            f"a non-empty list of conditions ({', '.join(c.value for c in Condition)})",
+        ),
         "input_stride": (params.input_stride >= 1, "a stride >= 1"),
         "threads": (params.threads >= 1, "a thread count >= 1"),
         "iou_threshold": (0.0 < params.iou_threshold <= 1.0, "an IoU in (0, 1]"),
@@ -89,16 +97,23 @@ class Frame:
 
 
 def perception_frames(
-    config: OvmanConfig, split: str, homes: int, condition: str = "baseline", progress: Progress | None = None
+    config: OvmanConfig,
+    split: str,
+    homes: int,
+    condition: str | Sequence[str] = "baseline",
+    progress: Progress | None = None,
 ) -> Iterator[Frame]:
-    """Every ``frame_stride``-th coverage-tour frame of homes ``perception-<split>-0..homes-1``."""
+    """Every ``frame_stride``-th coverage-tour frame of homes ``perception-<split>-0..homes-1``,
+    home ``k`` rendered under ``condition`` (or, given a list, its ``k mod len``-th entry) with
+    condition seed ``k``."""
     params = config.benchmark_node.perception
     sim = config.sim_node
     world = EmbeddedWorld(sim)
+    conditions = [condition] if isinstance(condition, str) else list(condition)
     for k in range(homes):
         scene = perception_scene(split, k)
         world.reset(scene)
-        world.set_condition(Condition(condition), k)
+        world.set_condition(Condition(conditions[k % len(conditions)]), k)
         for i, observation in enumerate(tour_observations(world, sim.tour, sim.world)):
             if i % params.frame_stride == 0:
                 yield Frame(scene, observation, np.asarray(observation.segments), dict(observation.segment_labels))
@@ -173,7 +188,7 @@ def _train(data: TrainingSet, params: PerceptionParams, progress: Progress | Non
     from ovman_mapping import segnet
 
     torch.manual_seed(params.seed)
-    model = segnet.SegNet(len(VOCABULARY), tuple(params.widths), params.decoder_stages)
+    model = segnet.SegNet(len(VOCABULARY), tuple(params.widths), params.decoder_stages, params.context_dilation)
     counts = np.bincount(data.classes.ravel(), minlength=len(VOCABULARY) + 1).astype(np.float64)
     present = counts > 0
     weights = np.zeros_like(counts)
@@ -197,6 +212,11 @@ def _train(data: TrainingSet, params: PerceptionParams, progress: Progress | Non
             x = torch.from_numpy(data.inputs[batch].astype(np.float32))
             y = torch.from_numpy(data.classes[batch].astype(np.int64))
             edge = torch.from_numpy(data.boundaries[batch].astype(np.float32))
+            if params.flip:  # each frame mirrored left-right with probability 1/2 (seeded)
+                mirrored = torch.from_numpy(order_rng.random(len(batch)) < 0.5)
+                x = torch.where(mirrored[:, None, None, None], x.flip(-1), x)
+                y = torch.where(mirrored[:, None, None], y.flip(-1), y)
+                edge = torch.where(mirrored[:, None, None], edge.flip(-1), edge)
             out = model(x)
             loss = functional.cross_entropy(out[:, :-1], y, weight=class_weight)
             loss = loss + functional.binary_cross_entropy_with_logits(out[:, -1], edge, pos_weight=boundary_weight)
@@ -219,7 +239,7 @@ def train_perception(config: OvmanConfig, out: Path, progress: Progress | None =
     params = config.benchmark_node.perception
     check_perception(params)
     started = time.process_time()
-    frames = list(perception_frames(config, "train", params.train_homes, progress=progress))
+    frames = list(perception_frames(config, "train", params.train_homes, params.train_conditions, progress))
     data = training_set(frames, params)
     del frames
     if progress is not None:
@@ -238,6 +258,7 @@ def train_perception(config: OvmanConfig, out: Path, progress: Progress | None =
         "vocabulary": list(VOCABULARY),
         "widths": list(params.widths),
         "decoder_stages": params.decoder_stages,
+        "context_dilation": params.context_dilation,
         "input_stride": params.input_stride,
         "image_size": [camera.width, camera.height],
         "weights_sha256": weights_digest(weights),
@@ -245,6 +266,9 @@ def train_perception(config: OvmanConfig, out: Path, progress: Progress | None =
         "training": {
             "config": dataclasses.asdict(params),
             "train_scenes": [perception_scene("train", k) for k in range(params.train_homes)],
+            "train_scene_conditions": [
+                params.train_conditions[k % len(params.train_conditions)] for k in range(params.train_homes)
+            ],
             "frames": int(data.inputs.shape[0]),
             "cpu_s": round(time.process_time() - started, 1),
             "torch": torch.__version__,

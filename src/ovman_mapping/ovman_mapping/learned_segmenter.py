@@ -11,12 +11,15 @@ file and the config key (``mapping_node.segmenter.model``) when anything does no
 
 From logits to segments (all at the network's output resolution, ``output_stride`` camera pixels
 a cell): every cell takes its most likely class; cells of class 0 (nothing of the vocabulary) and
-cells whose boundary probability exceeds ``segmenter.boundary_threshold`` seed nothing; the
-4-connected components of object seed cells, whatever their classes, are the segments (so class
-noise inside an object does not split it; the boundary does), grown back over the object cells on
-a boundary that touch them (one step), then upsampled to camera pixels. A segment's label
-distribution is the mean class probability over its cells (background excluded, renormalised),
-its confidence the largest share of that distribution; segments below
+cells whose boundary probability exceeds ``segmenter.boundary_threshold`` seed nothing. The
+4-connected components of seed cells *of one class* are the fragments: objects of different
+classes that touch (a chair against a table) stay apart, and the boundary separates touching
+objects of one class. Class noise inside an object makes small fragments; each fragment of fewer
+than ``segmenter.merge_cells`` cells joins the fragment it shares the longest border with
+(smallest first; a fragment with no neighbour stays as it is). The result is grown back over the
+object cells on a boundary that touch it (one step), then upsampled to camera pixels. A segment's
+label distribution is the mean class probability over its cells (background excluded,
+renormalised), its confidence the largest share of that distribution; segments below
 ``segmenter.min_confidence`` are dropped. A black frame, one without valid depth and an empty one
 give no segments (the network is not run).
 """
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from ovman_sim.world import Observation
 
 MODEL_FORMAT = "ovman-segmenter"
-MODEL_VERSION = 1
+MODEL_VERSION = 2
 WEIGHTS_FILE = "segmenter.safetensors"
 MANIFEST_FILE = "segmenter.json"
 PACKAGED_MODEL = Path(__file__).with_name("models") / "segmenter"
@@ -73,6 +76,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         "vocabulary": lambda v: isinstance(v, list) and v and all(isinstance(x, str) and x for x in v),
         "widths": lambda v: isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and x > 0 for x in v),
         "decoder_stages": lambda v: v in (1, 2, 3),
+        "context_dilation": lambda v: isinstance(v, int) and 1 <= v <= 8,
         "input_stride": lambda v: isinstance(v, int) and v >= 1,
         "image_size": lambda v: isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and x > 0 for x in v),
         "weights_sha256": lambda v: isinstance(v, str) and len(v) == 64,
@@ -135,6 +139,7 @@ class LearnedSegmenter:
             len(self.vocabulary),
             tuple(self.manifest["widths"]),
             int(self.manifest["decoder_stages"]),
+            int(self.manifest["context_dilation"]),
             self.config.threads,
         )
 
@@ -182,7 +187,13 @@ class LearnedSegmenter:
 
 @functools.lru_cache(maxsize=4)
 def _load_network(
-    weights: str, sha256: str, classes: int, widths: tuple[int, int, int], stages: int, threads: int
+    weights: str,
+    sha256: str,
+    classes: int,
+    widths: tuple[int, int, int],
+    stages: int,
+    dilation: int,
+    threads: int,
 ) -> Any:
     """The inference network (batch norm folded), loaded once per process and model."""
     import torch
@@ -192,12 +203,70 @@ def _load_network(
 
     del sha256  # part of the cache key only: a retrained model in the same place loads anew
     torch.set_num_threads(threads)
-    model = segnet.SegNet(classes, widths, stages)
+    model = segnet.SegNet(classes, widths, stages, dilation)
     try:
         model.load_state_dict(load_file(weights))
     except (RuntimeError, ValueError, OSError) as err:
         raise SegmenterError(f"{weights} (config {CONFIG_KEY}): the weights do not fit the manifest: {err}") from None
     return segnet.fold_batch_norm(model)
+
+
+def _class_fragments(best: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, int]:
+    """(int64 (h, w) fragment ids, 0 = none; count): the 4-connected components of the ``seeds``
+    cells of each class of ``best``, numbered class by class."""
+    fragments = np.zeros(best.shape, dtype=np.int64)
+    count = 0
+    for c in np.unique(best[seeds]).tolist():
+        labelled, n = ndimage.label(seeds & (best == c), structure=_FOUR)
+        inside = labelled > 0
+        fragments[inside] = labelled[inside] + count
+        count += n
+    return fragments, count
+
+
+def _merge_small_fragments(fragments: np.ndarray, count: int, min_cells: int) -> tuple[np.ndarray, int]:
+    """``fragments`` with every fragment of fewer than ``min_cells`` cells joined to the fragment
+    (group) it shares the longest 4-neighbour border with, smallest first (ties: the lower id);
+    renumbered 1..count."""
+    size = np.bincount(fragments.ravel(), minlength=count + 1)
+    small = [int(k) for k in np.argsort(size[1:], kind="stable") + 1 if size[k] < min_cells]
+    if not small:
+        return fragments, count
+    a = np.concatenate([fragments[:, :-1].ravel(), fragments[:-1, :].ravel()])
+    b = np.concatenate([fragments[:, 1:].ravel(), fragments[1:, :].ravel()])
+    touching = (a != b) & (a > 0) & (b > 0)
+    keys = np.minimum(a, b)[touching] * (count + 1) + np.maximum(a, b)[touching]
+    pairs, lengths = np.unique(keys, return_counts=True)
+    border: dict[int, dict[int, int]] = {}
+    for key, length in zip(pairs.tolist(), lengths.tolist(), strict=True):
+        i, j = divmod(key, count + 1)
+        border.setdefault(i, {})[j] = length
+        border.setdefault(j, {})[i] = length
+    parent = list(range(count + 1))
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    total = size.tolist()
+    for k in small:
+        mine = root(k)
+        if total[mine] >= min_cells:  # grown by fragments merged into it
+            continue
+        shared: dict[int, int] = {}
+        for j, length in border.get(k, {}).items():
+            other = root(j)
+            if other != mine:
+                shared[other] = shared.get(other, 0) + length
+        if shared:
+            into = min(shared, key=lambda r: (-shared[r], r))
+            parent[mine] = into
+            total[into] += total[mine]
+    roots = np.array([root(k) for k in range(count + 1)])
+    kept, renumbered = np.unique(roots, return_inverse=True)  # roots[0] == 0 sorts first
+    return renumbered[fragments], len(kept) - 1
 
 
 def segments_from_logits(
@@ -226,9 +295,10 @@ def segments_from_probabilities(
     """:func:`segments_from_logits` from the class probabilities (K + 1, h, w), their argmax
     (h, w) and the thresholded boundary (h, w)."""
     objects = best > 0
-    seeds, count = ndimage.label(objects & ~boundary, structure=_FOUR)
+    seeds, count = _class_fragments(best, objects & ~boundary)
     if count == 0:
         return Segmentation.empty(image_shape)
+    seeds, count = _merge_small_fragments(seeds, count, config.merge_cells)
     grown = ndimage.grey_dilation(seeds, footprint=_FOUR)
     cells = np.where(seeds > 0, seeds, np.where(objects, grown, 0)).astype(np.int64)
     flat = cells.ravel()

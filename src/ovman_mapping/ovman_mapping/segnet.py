@@ -6,8 +6,9 @@ invalid) and the depth validity (0 or 1). Output: (B, K + 2, h / output_stride',
 ``output_stride`` of the camera image: K + 1 classes (0 = no object of the vocabulary: walls,
 floor, doors) and one boundary logit, positive where two different instances touch.
 
-Three stride-2 stages (widths ``widths``) and a decoder with skip connections back to the output
-resolution; batch norm is folded into the convolutions for inference (:func:`fold_batch_norm`).
+Three stride-2 stages (widths ``widths``; the last one's blocks dilated for context) and a decoder
+with skip connections back to the output resolution; batch norm is folded into the convolutions
+for inference (:func:`fold_batch_norm`).
 Importing this module imports torch; :mod:`ovman_mapping.learned_segmenter` imports it lazily.
 """
 
@@ -26,15 +27,20 @@ DEPTH_SCALE = 4.0
 IN_CHANNELS = 5
 
 
-def _block(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+def _block(cin: int, cout: int, stride: int = 1, dilation: int = 1) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, stride, dilation, dilation=dilation, bias=False),
+        nn.BatchNorm2d(cout),
+        nn.ReLU(inplace=True),
+    )
 
 
 class SegNet(nn.Module):
     """See the module docstring. ``decoder_stages`` decoder steps bring the 1/8 features back to
-    1/2**(3 - decoder_stages) of the network input."""
+    1/2**(3 - decoder_stages) of the network input; the last two blocks of the 1/8 stage are dilated
+    by ``context_dilation`` and twice that (1: plain 3×3 convolutions)."""
 
-    def __init__(self, classes: int, widths: tuple[int, int, int], decoder_stages: int) -> None:
+    def __init__(self, classes: int, widths: tuple[int, int, int], decoder_stages: int, context_dilation: int) -> None:
         super().__init__()
         if not 1 <= decoder_stages <= 3:
             raise ValueError(f"decoder_stages must be 1, 2 or 3, got {decoder_stages}")
@@ -42,7 +48,8 @@ class SegNet(nn.Module):
         self.decoder_stages = decoder_stages
         self.enc1 = nn.Sequential(_block(IN_CHANNELS, c1, 2), _block(c1, c1))
         self.enc2 = nn.Sequential(_block(c1, c2, 2), _block(c2, c2))
-        self.enc3 = nn.Sequential(_block(c2, c3, 2), _block(c3, c3), _block(c3, c3))
+        d = context_dilation
+        self.enc3 = nn.Sequential(_block(c2, c3, 2), _block(c3, c3, dilation=d), _block(c3, c3, dilation=2 * d))
         self.dec2 = _block(c3 + c2, c2)
         self.dec1 = _block(c2 + c1, c1) if decoder_stages >= 2 else None
         self.dec0 = _block(c1 + IN_CHANNELS, c1) if decoder_stages >= 3 else None
