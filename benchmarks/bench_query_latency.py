@@ -1,14 +1,16 @@
-"""/ovman/query latency through query_node versus calling the query core directly (issue 6).
+"""/ovman/query latency through query_node versus calling the query core directly (issues 6, 23).
 
 Records two visits of an embedded home in process (one object moved between them), maps both with
 the reference agent (encoder from config, label by default), publishes the maps latched on
 /ovman/map/visit1 and /ovman/map/visit2 as mapping_node would, and starts query_node in its own
 process. The same queries (every relation for several categories, half of them as free text)
-then run through the service and, in this process, through
+(held-out phrasings of ``ovman_query/phrasings/held_out.json`` filled with the map's category
+names) then run through the service and, in this process, through
 ``ovman_query.query_requests.answer_query`` on the maps as query_node holds them (converted back
 from the messages), with query_node's CachingAgent (association once per map pair) and with the
-plain ReferenceAgent (association on every query). Prints the median and 95th percentile of each;
-the goal is a service median of at most 5 ms.
+plain ReferenceAgent (association on every query). Prints the median and 95th percentile of each,
+of the free-text requests alone (parse plus grounding, issue 23), and of the parser alone; the goal
+is a service median of at most 5 ms with a warm text cache (every phrase embedded once before).
 
 Both processes run with one BLAS/OpenMP thread (``--blas-threads``): on a small, busy machine
 multi-threaded BLAS spin-waits make a 91x384 matrix product ~100x slower (measured 32 ms vs 0.27 ms
@@ -21,6 +23,7 @@ Uses $ROS_DOMAIN_ID (default 0: set your own) with localhost-only discovery; HF_
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -44,6 +47,7 @@ from ovman_mapping.encoders import label_text
 from ovman_mapping.instances import InstanceMap
 from ovman_mapping.map_messages import MAP_TOPIC, instance_map_from_msg, instance_map_msg
 from ovman_query.agent import ReferenceAgent
+from ovman_query.parser import ParseError
 from ovman_query.query_messages import QUERY_SERVICE, request_from_msg
 from ovman_query.query_requests import CachingAgent, VisitMap, answer_query
 from ovman_query.surface_forms import PHRASINGS, phrase
@@ -77,15 +81,16 @@ def record_and_map(scene: str, agent: ReferenceAgent) -> tuple[InstanceMap, Inst
 
 
 def requests(categories: list[str], count: int) -> list[Query.Request]:
-    """``count`` requests cycling through categories and relations; every other one free text."""
+    """``count`` requests cycling through categories and relations; every other one free text (a
+    held-out phrasing of the relation)."""
     out = []
     relations = list(Relation)
     for index in range(count):
         category = categories[index % len(categories)]
         relation = relations[(index // len(categories)) % len(relations)]
         if index % 2:
-            template = PHRASINGS[relation].train[index % len(PHRASINGS[relation].train)]
-            out.append(Query.Request(text=phrase(template, label_text(category))))
+            templates = PHRASINGS[relation].held_out
+            out.append(Query.Request(text=phrase(templates[index % len(templates)], label_text(category))))
         else:
             out.append(Query.Request(category=category, relation=relation.value))
     return out
@@ -151,11 +156,13 @@ def main() -> int:
         for request in batch:  # warm-up: every phrase's text embedding gets cached on both sides
             call(request)
 
-        service_times, statuses = [], Counter()
+        service_times, text_times, statuses = [], [], Counter()
         for request in batch:
             begin = time.perf_counter()
             response = call(request)
             service_times.append(time.perf_counter() - begin)
+            if request.text:
+                text_times.append(service_times[-1])
             statuses[response.status] += 1
 
         held = []
@@ -165,6 +172,13 @@ def main() -> int:
                 VisitMap(instance_map, ids, message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec)
             )
         core = [request_from_msg(r) for r in batch]
+        texts = [r.text for r in core if r.text]
+        parse_times = []
+        for text in texts:
+            begin = time.perf_counter()
+            with contextlib.suppress(ParseError):
+                agent.parse(text)
+            parse_times.append(time.perf_counter() - begin)
         direct_times: dict[str, list[float]] = {"caching": [], "plain": []}
         for name, answerer in (("caching", agent), ("plain", plain)):
             for request in core:
@@ -194,10 +208,17 @@ def main() -> int:
     print(f"BLAS/OpenMP threads per process {threads}")
     print(f"core directly, ReferenceAgent        p50 {p50:7.3f} ms  p95 {p95:7.3f} ms (association every query)")
     print(f"core directly, CachingAgent          p50 {d50:7.3f} ms  p95 {d95:7.3f} ms (as in query_node)")
+    t50, t95 = percentiles(text_times)
+    q50, q95 = percentiles(parse_times)
+    print(f"parser alone (free text)             p50 {q50:7.3f} ms  p95 {q95:7.3f} ms")
     print(f"/ovman/query through query_node      p50 {s50:7.3f} ms  p95 {s95:7.3f} ms")
+    print(f"  of which free text (parse + ground) p50 {t50:7.3f} ms  p95 {t95:7.3f} ms ({len(text_times)} requests)")
     print(f"service overhead at p50              {s50 - d50:7.3f} ms ({s50 / d50:.2f}x the direct call)")
-    verdict = "meets" if s50 <= GOAL_MS else "MISSES"
-    print(f"goal: service p50 <= {GOAL_MS:.1f} ms -> {verdict} it ({statistics.mean(service_times) * 1e3:.3f} ms mean)")
+    verdict = "meets" if t50 <= GOAL_MS else "MISSES"
+    print(
+        f"goal: free-text service p50 <= {GOAL_MS:.1f} ms -> {verdict} it "
+        f"({statistics.mean(service_times) * 1e3:.3f} ms mean over all requests)"
+    )
     return 0
 
 

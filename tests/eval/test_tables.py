@@ -27,6 +27,7 @@ from ovman_eval.tables import (
     margin_table,
     memory_table,
     pairwise_table,
+    parser_confusion_table,
     parser_table,
     per_scene_table,
     relation_comparisons_table,
@@ -36,7 +37,7 @@ from ovman_eval.tables import (
     text_query_table,
 )
 from ovman_query.arms import PARSE_FAILED
-from ovman_query.parser import held_out_accuracy
+from ovman_query.parser import QueryParser, held_out_report
 
 from .benchmark_records import RELATIONS, map_summary, memory, paired, record
 
@@ -307,9 +308,13 @@ def test_text_query_table_pairs_supplied_and_inferred_relations_and_counts_parse
     assert text_query_table(paired({"two_visit": supplied})) is None
 
 
-def test_parser_table_reports_training_and_held_out_accuracy():
+def test_parser_table_reports_accuracy_and_the_held_out_confusion():
     config = load_config()
-    held_out = held_out_accuracy(config.query_node.parser)
-    table = parser_table(held_out, held_out)
+    held_out = held_out_report(QueryParser(config.query_node.parser))
+    table = parser_table([("held-out phrasings", held_out)])
     assert cell(table, "held-out phrasings", "parse failures") == str(held_out.failures)
     assert cell(table, "held-out phrasings", "accuracy [95% CI]").endswith(f"({held_out.correct}/{held_out.total})")
+    confusion = parser_confusion_table(held_out)
+    assert confusion.header[0] == "asked" and confusion.header[-1] == "failed"
+    assert sum(int(c) for row in confusion.rows for c in row[1:]) == held_out.total
+    assert cell(confusion, "stable", "stable") == str(held_out.confusion["stable"].get("stable", 0))

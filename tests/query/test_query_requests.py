@@ -162,6 +162,47 @@ def test_malformed_requests_are_invalid_with_a_reason(agent, fields):
     assert outcome.status is Status.INVALID_REQUEST and outcome.point is None and outcome.explanation
 
 
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [
+        ("", Status.INVALID_REQUEST),
+        ("   \t\n  ", Status.INVALID_REQUEST),
+        ("\u200b\u200b", Status.PARSE_FAILED),
+        ("🙂🚀🔥", Status.PARSE_FAILED),
+        ("\x00\x01 go", Status.PARSE_FAILED),
+        ("\u202egnivom esav eht\u202c", Status.PARSE_FAILED),
+        ("the vase that was moved " * 5000, Status.INVALID_REQUEST),
+        ("y" * 100_000, Status.INVALID_REQUEST),
+    ],
+)
+def test_bad_text_gets_a_status_and_a_message_never_a_crash(agent, text, status):
+    outcome = ask(agent, text=text)
+    assert outcome.status is status and outcome.point is None and outcome.explanation
+    if len(text) > CONFIG.query_node.parser.max_text_length:
+        assert "parser.max_text_length" in outcome.explanation
+
+
+def test_unusual_unicode_around_a_query_still_parses(agent):
+    outcome = ask(agent, text="🙂 Ｇｏ to where the VASE’s used to be!! ✨")
+    assert outcome.status is Status.ANSWERED and outcome.relation == "former" and outcome.noun_phrase == "vase"
+
+
+def test_a_noun_phrase_that_matches_nothing_is_abstained_with_an_explanation_not_a_parse_failure(agent):
+    for fields in ({"text": "go to the guitar that moved"}, {"category": "Guitar", "relation": "moved"}):
+        outcome = ask(agent, **fields)
+        assert outcome.status is Status.ABSTAINED and outcome.point is None, fields
+        assert "nothing in the maps matches 'guitar'" in outcome.explanation
+        assert "grounding.min_score" in outcome.explanation
+    for arm in ("single_visit", "category_only"):
+        assert ask(agent, text="go to the guitar that moved", arm=arm).status is Status.ABSTAINED
+
+
+def test_couch_sofa_and_settee_ground_the_same_instances(agent):
+    outcomes = [ask(agent, text=f"go to the {name} that appeared") for name in ("couch", "sofa", "settee")]
+    assert {(o.status, o.point, o.instance_visit2) for o in outcomes} == {(Status.ANSWERED, (3.0, 3.0), 22)}
+    assert [o.noun_phrase for o in outcomes] == ["couch", "sofa", "settee"]
+
+
 def test_excluded_instances_are_never_the_answer(agent):
     # The moved pair is excluded: no other vase moved, so the two-visit arm abstains.
     assert ask(agent, category="Vase", relation="moved", exclude_ids=(20,)).status is Status.ABSTAINED

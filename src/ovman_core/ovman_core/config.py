@@ -422,11 +422,13 @@ class MappingConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ParserConfig:
-    """Query parser: naive Bayes over cue n-grams of the training phrasings."""
+    """Query parser (ovman_query.parser): cue rules with negation, the sentence-model fallback
+    and the text length limit."""
 
-    max_ngram: Count
-    smoothing: Positive
-    min_log_odds: NonNegative
+    max_text_length: Annotated[int, Range(1, 100_000)]
+    fallback: bool
+    fallback_scale: Positive
+    fallback_min_confidence: Fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -436,6 +438,7 @@ class GroundingConfig:
 
     delta_g: NonNegative
     score_decimals: Annotated[int, Range(0, 15)]
+    min_score: Annotated[float, Range(-1.0, 1.0)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the segmenter's precision, recall and accuracy on held-out perception homes",
         "ovman_eval.perception_command:add_eval",
     ),
+    "parse": ("parse a change query into noun phrase, relation and confidence", "ovman_eval.query_command:add_parse"),
+    "ask": ("answer one episode's query text from its maps, as /ovman/query would", "ovman_eval.query_command:add_ask"),
     "launch": ("start the ROS 2 benchmark graph as processes (no ros2 launch needed)", "ovman_eval.launch_command:add"),
 }
 

@@ -73,12 +73,14 @@ from ovman_eval.tables import (
     error_budget,
     headline_table,
     instance_groups,
+    parser_confusion_table,
     parser_table,
     rejection_table,
     scene_groups,
 )
-from ovman_query.parser import QueryParser, evaluate_parser, held_out_accuracy
-from ovman_query.surface_forms import training_phrasings
+from ovman_mapping.encoders import make_encoder
+from ovman_query.parser import QueryParser, evaluate_parser, held_out_report, training_cases
+from ovman_query.surface_forms import development_phrasings
 
 FIGURES = "figures"
 EPISODE_FIGURES = "episodes"
@@ -605,8 +607,9 @@ def _embodied_errors(records: Sequence[ResultRecord]) -> tuple[str, str] | None:
     return ("embodied errors", f"{sum(errors.values())} run(s) could not be made (counted as failures): {listed}")
 
 
-def _parser_table(run_dir: Path) -> Table | str:
-    """The parser's accuracy under the run's own configuration, or why it cannot be computed."""
+def _parser_tables(run_dir: Path) -> list[Table] | str:
+    """The parser's accuracy and held-out confusion under the run's own configuration (with the
+    sentence-model fallback on the run's encoder, as the agent parses), or why it cannot be computed."""
     document = _read_json(run_dir / RUN_FILE).get("identity", {}).get("config")
     if document is None:
         return f"not computed: {run_dir / RUN_FILE} holds no configuration"
@@ -614,8 +617,14 @@ def _parser_table(run_dir: Path) -> Table | str:
         config = config_from_document(document, f"{run_dir / RUN_FILE} (identity.config)")
     except ConfigError as err:
         return f"not computed: the run's configuration does not load with this code ({err})"
-    parser = config.query_node.parser
-    return parser_table(evaluate_parser(QueryParser(parser), training_phrasings()), held_out_accuracy(parser))
+    parser = QueryParser(config.query_node.parser, embed=make_encoder(config.mapping_node.encoder).embed_text)
+    held_out = held_out_report(parser)
+    reports = [
+        ("training phrasings", evaluate_parser(parser, training_cases())),
+        ("development sets", evaluate_parser(parser, development_phrasings())),
+        ("held-out phrasings", held_out),
+    ]
+    return [parser_table(reports), parser_confusion_table(held_out)]
 
 
 def _perception_tables(run_dir: Path) -> list[Table] | str:
@@ -747,11 +756,11 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
     damaged = (*read.damaged, *sketches.damaged)
     if damaged:
         facts.insert(0, _skipped_lines(damaged, incomplete))
-    parser = _parser_table(run_dir)
-    if isinstance(parser, Table):
-        tables.append(parser)
-    else:
+    parser = _parser_tables(run_dir)
+    if isinstance(parser, str):
         facts.append(("parser accuracy", parser))
+    else:
+        tables.extend(parser)
     perception = _perception_tables(run_dir)
     if isinstance(perception, str):
         facts.append(("perception", perception))
@@ -803,7 +812,7 @@ EPISODE_ERROR_NOTE = f"{EMBODIED_ERROR} = the embodied run could not be made, se
 SECTIONS = (
     ("Perception", ("perception", "perception_confusions"), ()),
     ("Map and memory", ("maps", "memory", "appearance", "stress_success", "stress_maps"), ("map_quality.png",)),
-    ("Validity checks", ("seeds", "margin", "sweep", "rejections", "text_queries", "parser"), ()),
+    ("Validity checks", ("seeds", "margin", "sweep", "rejections", "text_queries", "parser", "parser_confusion"), ()),
 )
 """Report sections after "Figures" and "Tables": (heading, table keys, figure file names)."""
 

@@ -48,7 +48,7 @@ from ovman_eval.generation import REASONS
 from ovman_eval.results import ARM_ORDER, ResultRecord, baseline_records
 from ovman_eval.stats import holm, mcnemar_exact, poisson_binomial_sf, wilson_interval
 from ovman_query.arms import PARSE_FAILED
-from ovman_query.parser import ParserReport
+from ovman_query.parser import FAILED, ParserReport
 
 STATIC = "static"
 EMBODIED = "embodied"
@@ -721,23 +721,37 @@ def text_query_table(records: Iterable[ResultRecord], seed: int | None = None) -
     return Table("text_queries", "Relation supplied versus inferred from text", header, tuple(rows), notes)
 
 
-def parser_table(training: ParserReport, held_out: ParserReport) -> Table:
-    """The query parser on its training phrasings and on the held-out phrasings it never learned
-    from: a text counts when both its category and its relation are right."""
-    rows = []
-    for label, report in (("training phrasings", training), ("held-out phrasings", held_out)):
-        rows.append(
-            (
-                label,
-                fmt_ci(report.correct, report.total),
-                fmt_rate(report.relation_correct, report.total),
-                fmt_rate(report.category_correct, report.total),
-                str(report.failures),
-            )
+def parser_table(reports: Sequence[tuple[str, ParserReport]]) -> Table:
+    """The query parser on sets of phrasings (training, development, held-out): a text counts when
+    both its noun phrase and its relation are right."""
+    rows = [
+        (
+            label,
+            fmt_ci(report.correct, report.total),
+            fmt_rate(report.relation_correct, report.total),
+            fmt_rate(report.noun_correct, report.total),
+            str(report.failures),
         )
-    notes = ("Every phrasing filled with every surface name of every category (ovman_query.surface_forms).",)
-    header = ("phrasings", "accuracy [95% CI]", "relation right", "category right", "parse failures")
+        for label, report in reports
+    ]
+    notes = (
+        "Training phrasings filled with one noun; the development sets are earlier held-out sets, each run once "
+        "and then used to fix the parser; the held-out set was run once after the parser was finished "
+        "(ovman_query/phrasings, each file states its provenance).",
+    )
+    header = ("phrasings", "accuracy [95% CI]", "relation right", "noun phrase right", "parse failures")
     return Table("parser", "Query parser accuracy", header, tuple(rows), notes)
+
+
+def parser_confusion_table(report: ParserReport) -> Table:
+    """Per relation asked (rows), how the parser read it (columns; ``failed``: a parse failure)."""
+    read = [r.value for r in Relation] + [FAILED]
+    rows = tuple(
+        (asked, *(str(report.confusion[asked].get(column, 0)) for column in read))
+        for asked in (r.value for r in Relation)
+    )
+    notes = ("Rows: the relation a held-out phrasing asks about; columns: what the parser read.",)
+    return Table("parser_confusion", "Query parser: per-relation confusion (held-out)", ("asked", *read), rows, notes)
 
 
 # ---- map and memory --------------------------------------------------------------------------------

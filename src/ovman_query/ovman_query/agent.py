@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ovman_core.config import OvmanConfig
 from ovman_core.relations import Relation
-from ovman_mapping.encoders import FeatureEncoder, make_encoder
+from ovman_mapping.encoders import FeatureEncoder, label_text, make_encoder
 from ovman_mapping.fusion import build_map
 from ovman_mapping.instances import InstanceMap
 from ovman_query.association import Association, associate
@@ -53,7 +53,7 @@ class ReferenceAgent:
     ) -> None:
         self.config = config
         self.encoder = encoder if encoder is not None else make_encoder(config.mapping_node.encoder)
-        self.parser = QueryParser(config.query_node.parser, categories)
+        self.parser = QueryParser(config.query_node.parser, categories, self.encoder.embed_text)
 
     @property
     def encoder_description(self) -> str:
@@ -68,27 +68,56 @@ class ReferenceAgent:
         """(noun phrase, relation, category); raises :class:`ovman_query.parser.ParseError`."""
         return self.parser.parse(text)
 
-    def ground(self, instance_map: InstanceMap, noun_phrase: str) -> Grounding:
-        query = self.encoder.embed_text([noun_phrase])[0]
+    def ground(self, instance_map: InstanceMap, phrase: str) -> Grounding:
+        """Scores of ``instance_map``'s instances against the text ``phrase`` (see
+        :func:`grounding_phrase` for the phrase a query is grounded with)."""
+        query = self.encoder.embed_text([phrase])[0]
         grounding = self.config.query_node.grounding
         return ground(instance_map, query, grounding.delta_g, grounding.score_decimals)
+
+    def unmatched(self, query: Query, *groundings: Grounding) -> Prediction | None:
+        """The abstention of ``query`` when no instance of the given groundings scores at least
+        ``grounding.min_score`` ("nothing in the maps matches"); None when one does."""
+        best = max((g.best for g in groundings if g.best is not None), default=None)
+        floor = self.config.query_node.grounding.min_score
+        if best is not None and best >= floor:
+            return None
+        shown = "the maps are empty" if best is None else f"the best instance scores {best:.3f}"
+        return Prediction(
+            None,
+            query.relation,
+            query.noun_phrase,
+            (),
+            0.0,
+            f"abstain ({query.relation.value} {query.noun_phrase!r}): nothing in the maps matches "
+            f"{grounding_phrase(query)!r} ({shown}, below grounding.min_score {floor})",
+        )
 
     def associate(self, map1: InstanceMap, map2: InstanceMap) -> Association:
         return associate(map1, map2, self.config.query_node.association)
 
-    def evidence(self, map1: InstanceMap, map2: InstanceMap, noun_phrase: str) -> ChangeEvidence:
+    def evidence(
+        self, map1: InstanceMap, map2: InstanceMap, query: Query, groundings: tuple[Grounding, Grounding] | None = None
+    ) -> ChangeEvidence:
         """Grounded candidates of both visits and the association (the change set)."""
-        return ChangeEvidence(
-            candidates(map1, self.ground(map1, noun_phrase)),
-            candidates(map2, self.ground(map2, noun_phrase)),
-            self.associate(map1, map2),
-        )
+        first, second = groundings or self.groundings(map1, map2, query)
+        return ChangeEvidence(candidates(map1, first), candidates(map2, second), self.associate(map1, map2))
+
+    def groundings(self, map1: InstanceMap, map2: InstanceMap, query: Query) -> tuple[Grounding, Grounding]:
+        phrase = grounding_phrase(query)
+        return self.ground(map1, phrase), self.ground(map2, phrase)
 
     def answer(self, map1: InstanceMap, map2: InstanceMap, query: Query | str) -> Prediction:
-        """The two-visit answer to ``query`` (free text is parsed first; a parse failure raises)."""
+        """The two-visit answer to ``query`` (free text is parsed first; a parse failure raises);
+        ABSTAINED when nothing in either map matches the noun phrase (:meth:`unmatched`)."""
         if isinstance(query, str):
             query = self.parse(query)
-        return decide(query.relation, query.noun_phrase, self.evidence(map1, map2, query.noun_phrase), self.config.task)
+        groundings = self.groundings(map1, map2, query)
+        nothing = self.unmatched(query, *groundings)
+        if nothing is not None:
+            return nothing
+        evidence = self.evidence(map1, map2, query, groundings)
+        return decide(query.relation, query.noun_phrase, evidence, self.config.task)
 
     def run(
         self, visit1: Iterable[Observation], visit2: Iterable[Observation], query: Query | str
@@ -97,6 +126,13 @@ class ReferenceAgent:
         map1 = self.build_map(visit1, 1)
         map2 = self.build_map(visit2, 2)
         return self.answer(map1, map2, query), map1, map2
+
+
+def grounding_phrase(query: Query) -> str:
+    """The text a query is grounded with: its category's words when the noun phrase names a
+    category of the vocabulary (``settee``, ``couch`` and ``sofa`` all ground as ``sofa``), else
+    the noun phrase itself (open vocabulary: ``rocking chair``)."""
+    return label_text(query.category) if query.category else query.noun_phrase
 
 
 def query_of(noun_phrase: str, relation: Relation | str, category: str | None = None) -> Query:

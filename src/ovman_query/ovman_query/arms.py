@@ -27,7 +27,7 @@ from ovman_core.boxes import Vec2, floor_distance
 from ovman_core.relations import Relation
 from ovman_core.world_state import WorldState
 from ovman_mapping.instances import InstanceMap
-from ovman_query.agent import ReferenceAgent, candidates
+from ovman_query.agent import ReferenceAgent, candidates, grounding_phrase
 from ovman_query.association import STAGE_IDENTITY, Association, MatchedPair
 from ovman_query.decisions import Candidate, ChangeEvidence, Prediction, decide
 from ovman_query.grounding import Grounding, grounding_from_scores
@@ -90,7 +90,10 @@ def single_visit(
     ``success_probability`` is the fraction of grounded instances within ``task.static_gate_radius``
     of ``answer_point`` (exact, not sampled); None when no answer point is given.
     """
-    grounding = agent.ground(map2, query.noun_phrase)
+    grounding = agent.ground(map2, grounding_phrase(query))
+    nothing = agent.unmatched(query, grounding) if len(map2) else None
+    if nothing is not None:
+        return dataclasses.replace(nothing, arm=Arm.SINGLE_VISIT.value, success_probability=0.0)
     grounded = sorted(grounding.grounded)
     if not grounded:
         return Prediction(
@@ -236,7 +239,10 @@ def given_answer(query: Query, answer_point: Vec2, instance_id: str) -> Predicti
 
 def category_only(agent: ReferenceAgent, map2: InstanceMap, query: Query) -> Prediction:
     """The best instance of the category in the current (visit-2) map, whatever the relation."""
-    grounding = agent.ground(map2, query.noun_phrase)
+    grounding = agent.ground(map2, grounding_phrase(query))
+    nothing = agent.unmatched(query, grounding) if len(map2) else None
+    if nothing is not None:
+        return dataclasses.replace(nothing, arm=Arm.CATEGORY_ONLY.value)
     if not grounding.grounded:
         return Prediction(
             None, query.relation, query.noun_phrase, (), 0.0, "abstain: the visit-2 map is empty", "category_only"

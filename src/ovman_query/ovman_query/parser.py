@@ -1,214 +1,229 @@
-"""Parse a free-text change query into (noun phrase, relation) over the benchmark's vocabulary.
+"""Parse a free-text change query into (noun phrase, relation, confidence).
 
-- The **noun phrase** is the longest category surface name in the text (``coffee table``,
-  ``couch``); it must name exactly one category.
-- The **relation** comes from a naive Bayes classifier over word n-grams (up to
-  ``parser.max_ngram`` words, function words dropped, the noun phrase replaced by ``<x>``) learned
-  from the *training* phrasings only (:mod:`ovman_query.surface_forms`). A text with no known
-  n-gram, or whose best relation does not beat the second by ``parser.min_log_odds``, fails.
+1. **Words** (:mod:`ovman_query.query_text`): Unicode-normalised, contractions expanded, cue-word
+   typos repaired. Text longer than ``parser.max_text_length`` characters, or with no word at
+   all, is refused.
+2. **Relation** (:mod:`ovman_query.relation_cues`): cues with negation and scope ("wasn't here",
+   "nobody touched", "no longer", "still", "used to"). When no cue says anything, the sentence
+   model reads it (``parser.fallback``): the query with its noun phrase replaced by ``something``
+   is embedded by the agent's text encoder (MiniLM by default) and compared with the centroid of
+   each relation's training phrasings; the nearest centroid is the relation, its confidence the
+   softmax over ``parser.fallback_scale`` × cosine. Below ``parser.fallback_min_confidence`` the
+   text fails to parse.
+3. **Noun phrase** (:mod:`ovman_query.noun_phrases`): the first run of content words, any noun
+   phrase; its category when it is exactly a benchmark category's surface name, else None.
 
-Anything else is a parse failure (:class:`ParseError`), never a default. :func:`held_out_accuracy`
-reports accuracy on the held-out phrasings, which the parser never learned from.
+A parse failure (:class:`ParseError`) happens only when no relation or no noun phrase can be read,
+and its message says which. :func:`held_out_report` scores the parser on the held-out phrasings
+(:mod:`ovman_query.surface_forms`), which it never learned from.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from ovman_core.config import ParserConfig
 from ovman_core.relations import Relation
+from ovman_query.noun_phrases import find_noun_phrase
+from ovman_query.query_text import Speller, raw_words, words
+from ovman_query.relation_cues import CUES, NEGATORS, PLACE_NOUNS, read_relation
 from ovman_query.surface_forms import (
     DEFAULT_CATEGORIES,
-    PLACEHOLDER,
+    HeldOutPhrasing,
     category_vocabulary,
     held_out_phrasings,
+    known_words,
     phrase,
-    surface_names,
     training_phrasings,
 )
 
-NOUN_TOKEN = "<x>"
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_FUNCTION_WORDS_TEXT = (
-    "a an the to of in on at for it its me my you your i we please go find take navigate show where what "
-    "which who is are was were be been being has have had do does did that this someone somebody"
+TextEmbedder = Callable[[Sequence[str]], np.ndarray]
+"""Unit text vectors (N, D) of N phrases: the agent encoder's ``embed_text``."""
+PLACEHOLDER_WORD = "something"
+REPAIRED_FUNCTION_WORDS = frozenset(
+    {"the", "where", "there", "here", "someone", "somebody", "that", "what", "which", "before", "after", "where's"}
 )
-FUNCTION_WORDS = frozenset(_FUNCTION_WORDS_TEXT.split())
-"""Words that carry no relation: dropped before cues are learned or matched (negations, "still",
-"there", "before" and the like stay, since they do carry one)."""
+"""Function words a typo may be repaired to (besides every cue word, negator and place noun)."""
+"""What stands for the noun phrase in the text the sentence model reads."""
 
 
 class ParseError(ValueError):
-    """A query could not be parsed; the message says what was missing or ambiguous."""
+    """A query could not be parsed; the message says what was missing."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Query:
-    """A change query: the noun phrase as written, the relation, and the category the noun phrase
-    names (None when given directly without a known category)."""
+    """A change query: the noun phrase as written, the relation, the category the noun phrase
+    names (None when it names none exactly, or when given directly without one), the parser's
+    confidence in the relation (1.0 when given directly) and how the relation was read
+    (``cues``, ``sentence model`` or ``given``)."""
 
     noun_phrase: str
     relation: Relation
     category: str | None = None
+    confidence: float = 1.0
+    source: str = "given"
 
 
-def tokens(text: str) -> list[str]:
-    """Lower-case word tokens; a possessive ``'s`` is dropped and ``n't`` becomes ``not``."""
-    out = []
-    for word in _WORD.findall(text.lower()):
-        word = word.removesuffix("'s")
-        if word.endswith("n't"):
-            out.extend([word.removesuffix("n't"), "not"])
-        else:
-            out.append(word)
-    return out
+class RelationCentroids:
+    """The sentence-model fallback: one unit centroid per relation of its training phrasings,
+    embedded lazily on first use (see the module docstring)."""
 
+    def __init__(self, embed: TextEmbedder, phrasings: Mapping[Relation, Iterable[str]], scale: float) -> None:
+        self.embed = embed
+        self.phrasings = {r: tuple(t) for r, t in phrasings.items()}
+        self.scale = scale
+        self._centroids: tuple[tuple[Relation, ...], np.ndarray] | None = None
 
-def cue_words(words: list[str]) -> list[str]:
-    """The words cues are made of: function words dropped, adverbs reduced (``newly`` → ``new``)."""
-    return [w.removesuffix("ly") if len(w) > 5 else w for w in words if w not in FUNCTION_WORDS]
+    def centroids(self) -> tuple[tuple[Relation, ...], np.ndarray]:
+        if self._centroids is None:
+            relations = tuple(self.phrasings)
+            rows = []
+            for relation in relations:
+                vectors = self.embed([phrase(t, PLACEHOLDER_WORD) for t in self.phrasings[relation]])
+                mean = vectors.mean(axis=0)
+                rows.append(mean / np.linalg.norm(mean))
+            self._centroids = relations, np.array(rows)
+        return self._centroids
 
-
-def _ngrams(words: list[str], max_ngram: int) -> set[tuple[str, ...]]:
-    return {tuple(words[i : i + n]) for n in range(1, max_ngram + 1) for i in range(len(words) - n + 1)}
-
-
-@dataclasses.dataclass(frozen=True)
-class RelationModel:
-    """Naive Bayes over cue n-grams: log P(n-gram | relation) with additive smoothing, learned from
-    phrasings; unseen n-grams carry no evidence."""
-
-    log_likelihood: Mapping[tuple[str, ...], Mapping[Relation, float]]
-    max_ngram: int
-
-    @classmethod
-    def learn(cls, phrasings: Mapping[Relation, Iterable[str]], max_ngram: int, smoothing: float) -> RelationModel:
-        counts: dict[Relation, dict[tuple[str, ...], int]] = {relation: {} for relation in phrasings}
-        for relation, templates in phrasings.items():
-            for template in templates:
-                words = [
-                    NOUN_TOKEN if w == "xplaceholderx" else w
-                    for w in cue_words(tokens(template.replace(PLACEHOLDER, " xplaceholderx ")))
-                ]
-                for gram in _ngrams(words, max_ngram):
-                    counts[relation][gram] = counts[relation].get(gram, 0) + 1
-        vocabulary = sorted({gram for table in counts.values() for gram in table})
-        table: dict[tuple[str, ...], dict[Relation, float]] = {gram: {} for gram in vocabulary}
-        for relation, grams in counts.items():
-            denominator = sum(grams.values()) + smoothing * len(vocabulary)
-            for gram in vocabulary:
-                table[gram][relation] = math.log((grams.get(gram, 0) + smoothing) / denominator)
-        return cls(table, max_ngram)
-
-    def scores(self, words: list[str]) -> tuple[dict[Relation, float], int]:
-        """Log-likelihood per relation and how many known n-grams the words hold (the bare noun
-        token, which every phrasing has, is no evidence)."""
-        known = [
-            gram for gram in _ngrams(words, self.max_ngram) if gram in self.log_likelihood and gram != (NOUN_TOKEN,)
-        ]
-        relations = next(iter(self.log_likelihood.values())).keys() if self.log_likelihood else ()
-        return {r: sum(self.log_likelihood[g][r] for g in known) for r in relations}, len(known)
+    def classify(self, text: str) -> tuple[Relation, float]:
+        """The nearest relation of ``text`` and its softmax probability."""
+        relations, centroids = self.centroids()
+        cosines = centroids @ self.embed([text])[0]
+        logits = self.scale * (cosines - cosines.max())
+        probabilities = np.exp(logits) / np.exp(logits).sum()
+        best = int(np.argmax(probabilities))
+        return relations[best], float(probabilities[best])
 
 
 class QueryParser:
-    """Parser over a category vocabulary and a relation model learned from the training phrasings."""
+    """Parser over a category vocabulary; ``embed`` enables the sentence-model fallback."""
 
     def __init__(
         self,
         config: ParserConfig,
         categories: Iterable[str] = DEFAULT_CATEGORIES,
+        embed: TextEmbedder | None = None,
         phrasings: Mapping[Relation, Iterable[str]] | None = None,
     ) -> None:
         self.config = config
         self.vocabulary = category_vocabulary(categories)
-        self._names = sorted(((tuple(name.split()), name) for name in self.vocabulary), key=lambda n: -len(n[0]))
-        self.model = RelationModel.learn(
-            phrasings if phrasings is not None else training_phrasings(), config.max_ngram, config.smoothing
+        cue_words = {w for cue in CUES for slot in cue.slots for w in slot}
+        targets = cue_words | REPAIRED_FUNCTION_WORDS | NEGATORS | PLACE_NOUNS
+        nouns = {w for name in self.vocabulary for w in name.split()}
+        self.speller = Speller(known_words() | nouns, targets)
+        self.fallback = (
+            RelationCentroids(embed, phrasings or training_phrasings(), config.fallback_scale)
+            if embed is not None and config.fallback
+            else None
         )
 
-    def parse(self, text: str) -> Query:
-        """(noun phrase, relation, category) of ``text``; raises :class:`ParseError`."""
-        words = tokens(text)
-        if not words:
-            raise ParseError(f"cannot parse {text!r}: no words")
-        found: list[tuple[int, int, str]] = []
-        taken = [False] * len(words)
-        for name_words, name in self._names:
-            n = len(name_words)
-            for i in range(len(words) - n + 1):
-                if tuple(words[i : i + n]) == name_words and not any(taken[i : i + n]):
-                    found.append((i, n, name))
-                    taken[i : i + n] = [True] * n
-        categories = sorted({self.vocabulary[name] for _, _, name in found})
-        if not categories:
-            raise ParseError(f"cannot parse {text!r}: it names no known object category")
-        if len(categories) > 1:
-            raise ParseError(f"cannot parse {text!r}: it names several categories ({', '.join(categories)})")
-        start, _, name = min(found)
-        # The first mention becomes the noun token; other noun words drop out of the cue text.
-        rest = [NOUN_TOKEN if i == start else w for i, w in enumerate(words) if not taken[i] or i == start]
-        scores, known = self.model.scores(cue_words(rest))
-        if known == 0:
-            raise ParseError(f"cannot parse {text!r}: none of its words says which change is meant")
-        (best, best_score), (second, second_score) = sorted(scores.items(), key=lambda item: -item[1])[:2]
-        if best_score - second_score < self.config.min_log_odds:
+    def words(self, text: str) -> list[str]:
+        """The (repaired) words of ``text``; ParseError when it is too long or has none."""
+        if len(text) > self.config.max_text_length:
             raise ParseError(
-                f"cannot parse {text!r}: the relation is ambiguous between {best.value} and {second.value} "
-                f"(log-odds {best_score - second_score:.2f} < {self.config.min_log_odds})"
+                f"the text has {len(text)} characters, more than parser.max_text_length ({self.config.max_text_length})"
             )
-        return Query(noun_phrase=name, relation=best, category=categories[0])
+        found = words(text, self.speller)
+        if not found:
+            raise ParseError(f"cannot parse {_shown(text)}: it has no words")
+        return found
+
+    def parse(self, text: str) -> Query:
+        """(noun phrase, relation, category, confidence) of ``text``; raises :class:`ParseError`."""
+        found = self.words(text)
+        reading = read_relation(found)
+        noun = find_noun_phrase(found, reading.matches, self.vocabulary)
+        if noun is None:
+            raise ParseError(f"cannot parse {_shown(text)}: it names no object (no noun phrase)")
+        if reading.relation is not None:
+            return Query(noun.text, reading.relation, noun.category, round(reading.confidence, 6), "cues")
+        if self.fallback is None:
+            raise ParseError(f"cannot parse {_shown(text)}: none of its words says which change is meant")
+        masked = " ".join([*found[: noun.start], PLACEHOLDER_WORD, *found[noun.end :]])
+        relation, confidence = self.fallback.classify(masked)
+        if confidence < self.config.fallback_min_confidence:
+            raise ParseError(
+                f"cannot parse {_shown(text)}: none of its words says which change is meant (the sentence model's "
+                f"best guess, {relation.value} at {confidence:.2f}, is below parser.fallback_min_confidence "
+                f"{self.config.fallback_min_confidence})"
+            )
+        return Query(noun.text, relation, noun.category, round(confidence, 6), "sentence model")
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+# --------------------------------------------------------------------------------------------- evaluation
 
 
 @dataclasses.dataclass(frozen=True)
 class ParserReport:
-    """Accuracy of the parser on a set of phrasings: a query counts when both the category and the
-    relation are right; failures count as wrong."""
+    """Accuracy of the parser on a set of phrasings: a query counts when both the noun phrase and
+    the relation are right; failures count as wrong. ``confusion[true][read]`` counts relations
+    (``read`` is ``failed`` for a parse failure)."""
 
     total: int
     correct: int
     relation_correct: int
-    category_correct: int
+    noun_correct: int
     failures: int
+    confusion: Mapping[str, Mapping[str, int]]
     errors: tuple[str, ...]
 
     @property
     def accuracy(self) -> float:
         return self.correct / self.total if self.total else 0.0
 
+    @property
+    def relation_accuracy(self) -> float:
+        return self.relation_correct / self.total if self.total else 0.0
 
-def evaluate_parser(
-    parser: QueryParser,
-    phrasings: Mapping[Relation, Iterable[str]],
-    categories: Iterable[str] = DEFAULT_CATEGORIES,
-) -> ParserReport:
-    """Parse every phrasing filled with every surface name of every category and score it."""
-    total = correct = relation_ok = category_ok = failures = 0
+
+FAILED = "failed"
+"""The confusion column of parse failures."""
+
+
+def evaluate_parser(parser: QueryParser, cases: Iterable[HeldOutPhrasing]) -> ParserReport:
+    """Parse every case and score noun phrase and relation (see :class:`ParserReport`)."""
+    total = correct = relation_ok = noun_ok = failures = 0
+    confusion: dict[str, dict[str, int]] = {r.value: {} for r in Relation}
     errors: list[str] = []
-    for relation, templates in phrasings.items():
-        for template in templates:
-            for category in sorted(set(categories)):
-                for name in surface_names(category):
-                    text = phrase(template, name)
-                    total += 1
-                    try:
-                        query = parser.parse(text)
-                    except ParseError as err:
-                        failures += 1
-                        errors.append(str(err))
-                        continue
-                    relation_ok += query.relation is relation
-                    category_ok += query.category == category
-                    if query.relation is relation and query.category == category:
-                        correct += 1
-                    else:
-                        errors.append(f"{text!r} parsed as ({query.category}, {query.relation.value})")
-    return ParserReport(total, correct, relation_ok, category_ok, failures, tuple(errors))
+    for case in cases:
+        total += 1
+        try:
+            query = parser.parse(case.text)
+        except ParseError as err:
+            failures += 1
+            row = confusion[case.relation.value]
+            row[FAILED] = row.get(FAILED, 0) + 1
+            errors.append(str(err))
+            continue
+        row = confusion[case.relation.value]
+        row[query.relation.value] = row.get(query.relation.value, 0) + 1
+        relation_right = query.relation is case.relation
+        noun_right = query.noun_phrase == " ".join(raw_words(case.noun_phrase))
+        relation_ok += relation_right
+        noun_ok += noun_right
+        correct += relation_right and noun_right
+        if not (relation_right and noun_right):
+            errors.append(f"{case.text!r} parsed as ({query.noun_phrase!r}, {query.relation.value}) [{query.source}]")
+    return ParserReport(total, correct, relation_ok, noun_ok, failures, confusion, tuple(errors))
 
 
-def held_out_accuracy(config: ParserConfig, categories: Iterable[str] = DEFAULT_CATEGORIES) -> ParserReport:
-    """Accuracy of a parser learned from the training phrasings on the held-out phrasings."""
-    categories = tuple(categories)
-    return evaluate_parser(QueryParser(config, categories), held_out_phrasings(), categories)
+def training_cases(fill: str = "vase") -> list[HeldOutPhrasing]:
+    """The training phrasings filled with ``fill`` (the parser's in-sample check)."""
+    return [
+        HeldOutPhrasing(phrase(t, fill), fill, relation, "train", t)
+        for relation, templates in training_phrasings().items()
+        for t in templates
+    ]
+
+
+def held_out_report(parser: QueryParser) -> ParserReport:
+    """The parser on the held-out phrasings."""
+    return evaluate_parser(parser, held_out_phrasings())

@@ -3,15 +3,18 @@
 :func:`answer_query` checks, in this order, and stops at the first problem:
 
 1. the request: an arm of :class:`ovman_query.arms.Arm` (empty = two_visit) the node can serve;
-   either free text, or a category and a relation, never both (two_visit_text: free text only)
+   no field longer than ``parser.max_text_length`` characters; either free text, or a category
+   and a relation, never both (two_visit_text: free text only; whitespace-only text is no text)
    → ``INVALID_REQUEST``;
-2. free text parses (:class:`ovman_query.parser.QueryParser`) → else ``PARSE_FAILED``;
+2. free text parses (:class:`ovman_query.parser.QueryParser`: a relation and a noun phrase can
+   be read) → else ``PARSE_FAILED``;
 3. the maps the arm needs are there (the latest one received for each visit was not refused, see
    :class:`RejectedMap`), were built with the agent's encoder, and the visit-2 map is newer than
    the visit-1 map (so both belong to one episode) → else ``NO_MAP``;
 4. every excluded id is an instance of the visit-2 map → else ``INVALID_REQUEST``;
 
-then runs the arm: ``ANSWERED`` with a point, or ``ABSTAINED``. The arms given ground truth
+then runs the arm: ``ANSWERED`` with a point, or ``ABSTAINED`` (also when nothing in the maps
+scores ``grounding.min_score`` against the noun phrase). The arms given ground truth
 (sim_perception: the simulator's segments; oracle_grounding: the true category of every map
 instance; oracle_positions, given_answer) are refused: query_node never receives ground truth, so
 the benchmark calls their functions in :mod:`ovman_query.arms` in process.
@@ -182,7 +185,11 @@ def _run_arm(agent: ReferenceAgent, arm: Arm, map1: InstanceMap | None, map2: In
         assert map1 is not None
         if not excluded:
             return dataclasses.replace(arms.two_visit(agent, map1, map2, query), arm=arm.value)
-        evidence = agent.evidence(map1, map2, query.noun_phrase)
+        groundings = agent.groundings(map1, map2, query)
+        nothing = agent.unmatched(query, *groundings)
+        if nothing is not None:
+            return dataclasses.replace(nothing, arm=arm.value)
+        evidence = agent.evidence(map1, map2, query, groundings)
         return decide(query.relation, query.noun_phrase, _masked(evidence, excluded), agent.config.task, arm.value)
     remaining = _without(map2, excluded) if excluded else map2
     if arm is Arm.SINGLE_VISIT:
@@ -207,6 +214,15 @@ def answer_query(
             f"the benchmark runs it in process (ovman_query.arms.{arm.value})",
             arm.value,
         )
+    limit = agent.config.query_node.parser.max_text_length
+    for name in ("text", "category", "relation"):
+        size = len(getattr(request, name))
+        if size > limit:
+            return QueryOutcome(
+                Status.INVALID_REQUEST,
+                f"request field {name!r} has {size} characters, more than parser.max_text_length ({limit})",
+                arm.value,
+            )
     text, category, relation = request.text.strip(), request.category.strip(), request.relation.strip()
     if text and (category or relation):
         return QueryOutcome(Status.INVALID_REQUEST, "give either text or category and relation, not both", arm.value)

