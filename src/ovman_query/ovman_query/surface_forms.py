@@ -22,7 +22,8 @@ from ovman_core.relations import Relation
 from ovman_mapping.encoders import label_text
 
 PLACEHOLDER = "{x}"
-PHRASINGS_PACKAGE = "ovman_query.phrasings"
+PHRASINGS_PACKAGE = "ovman_query/phrasings"
+"""Where the phrasings files live (package data of ovman_query)."""
 TRAIN_FILE = "train.json"
 HELD_OUT_FILE = "held_out.json"
 DEV_FILES = ("dev.json", "dev2.json", "dev3.json")
@@ -54,7 +55,7 @@ class HeldOutPhrasing:
 
 def _read(name: str) -> dict[str, Any]:
     try:
-        document = json.loads(resources.files(PHRASINGS_PACKAGE).joinpath(name).read_text(encoding="utf-8"))
+        document = json.loads(resources.files("ovman_query").joinpath("phrasings", name).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise PhrasingsError(f"{PHRASINGS_PACKAGE}/{name}: unreadable ({err})") from None
     if not isinstance(document, dict) or not isinstance(document.get("provenance"), str):
