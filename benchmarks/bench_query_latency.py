@@ -167,7 +167,7 @@ def main() -> int:
 
         held = []
         for message in messages:
-            instance_map, ids = instance_map_from_msg(message)
+            instance_map, ids = instance_map_from_msg(message, config.shared.limits)
             held.append(
                 VisitMap(instance_map, ids, message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec)
             )

@@ -8,6 +8,7 @@ encoder's space (``InstanceMap.encoder`` names it); colour histograms sum to 1.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -117,10 +118,21 @@ class InstanceMap:
         raise KeyError(f"no instance {uid!r} in the visit-{self.visit} map")
 
     def features(self) -> np.ndarray:
-        """(N, D) matrix of instance features (N may be 0; then D is 0)."""
-        if not self.instances:
-            return np.zeros((0, 0))
-        return np.stack([instance.feature for instance in self.instances])
+        """(N, D) read-only matrix of instance features (N may be 0; then D is 0), stacked once
+        per map (maps are immutable; a query server grounds every query against the same maps)."""
+        return self._features
+
+    @functools.cached_property
+    def summaries(self) -> tuple[tuple[str, Vec3, bool, int, int], ...]:
+        """Per instance (map order): uid, position, motion attribute, last step and sightings,
+        collected once per map."""
+        return tuple((i.uid, i.position, i.moving, i.last_step, len(i.sightings)) for i in self.instances)
+
+    @functools.cached_property
+    def _features(self) -> np.ndarray:
+        stacked = np.stack([i.feature for i in self.instances]) if self.instances else np.zeros((0, 0))
+        stacked.flags.writeable = False
+        return stacked
 
     def colours(self) -> np.ndarray:
         """(N, bins²) matrix of colour histograms."""

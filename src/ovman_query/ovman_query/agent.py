@@ -28,17 +28,10 @@ if TYPE_CHECKING:
 
 def candidates(instance_map: InstanceMap, grounding: Grounding) -> dict[str, Candidate]:
     """The decision rules' view of one visit's map under a grounding."""
+    scores, grounded = grounding.scores, set(grounding.grounded)
     return {
-        i.uid: Candidate(
-            uid=i.uid,
-            position=i.position,
-            score=grounding.scores[i.uid],
-            grounded=grounding.is_grounded(i.uid),
-            moving=i.moving,
-            last_step=i.last_step,
-            support=len(i.sightings),
-        )
-        for i in instance_map
+        uid: Candidate(uid, position, scores[uid], uid in grounded, moving, last_step, support)
+        for uid, position, moving, last_step, support in instance_map.summaries
     }
 
 

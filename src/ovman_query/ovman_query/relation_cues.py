@@ -28,6 +28,7 @@ before" is former. The weights are design choices written down here, not fitted 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Sequence
 
 from ovman_core.relations import Relation
@@ -249,17 +250,27 @@ def _match_at(cue: Cue, words: Sequence[str], start: int) -> tuple[int, ...] | N
     return tuple(positions)
 
 
+@functools.lru_cache(maxsize=4)
+def _by_first_word(cues: tuple[Cue, ...]) -> dict[str, tuple[Cue, ...]]:
+    """The cues that can start at each word."""
+    index: dict[str, list[Cue]] = {}
+    for cue in cues:
+        for word in cue.slots[0]:
+            index.setdefault(word, []).append(cue)
+    return {word: tuple(found) for word, found in index.items()}
+
+
 def find_cues(words: Sequence[str], cues: Iterable[Cue] = CUES) -> list[Match]:
     """Cue matches that share no word, left to right, the longest at each position; a cue may
     start among the words another one's gap skipped."""
-    cues = tuple(cues)
+    starting = _by_first_word(tuple(cues))
     matches: list[Match] = []
     used: set[int] = set()
     for i in range(len(words)):
         if i in used:
             continue
         best: tuple[tuple[int, ...], Cue] | None = None
-        for cue in cues:
+        for cue in starting.get(words[i], ()):
             positions = _match_at(cue, words, i)
             if positions is None or used.intersection(positions):
                 continue
