@@ -1,10 +1,10 @@
 """Two segmenter designs side by side on the held-out perception homes (issue 21).
 
 - **A, semantic + boundary** (the packaged ``learned`` segmenter): one network predicts every
-  cell's class and an instance-boundary map; a segment's label distribution is the mean class
-  probability of its cells.
-- **B, proposals + crop classifier**: the same network's class-agnostic segments as proposals
-  (cells that are not "none", split at boundaries), each labelled by a separate small CNN on its
+  cell's class (and an instance-boundary map); segments are the cells of one class, connected,
+  and a segment's label distribution is the mean class probability of its cells.
+- **B, proposals + crop classifier**: the same network's segments as proposals, each labelled by
+  a separate small CNN on its
   RGB-D crop, resized to ``CROP`` × ``CROP`` pixels (RGB, depth and its validity, as the network's
   input). The classifier is trained here, deterministically on the CPU, on the ground-truth
   segments of the training homes (``benchmark_node.perception``'s homes and frame stride), the
