@@ -2,7 +2,7 @@
 and with larger mmap and trim thresholds (the graph's nodes take ~19,000 bundles per default run).
 
 One frame of the embedded world (shipped config: 320x240) becomes the bundle's messages
-(:func:`ovman_sim.messages.bundle_messages`: three images, labels, camera_info, pose, tf, odom,
+(:func:`ovman_ros.messages.bundle_messages`: three images, labels, camera_info, pose, tf, odom,
 ground truth, clock, ~0.85 MB); each is serialised (what a publisher does) and deserialised (what a
 subscription's take does, into the Python message) ``--repeats`` times. Both measurements run in
 a child process of their own, once with the environment as it is and once with
@@ -29,11 +29,11 @@ from ovman_core.config import load_config
 
 def measure(repeats: int) -> dict[str, float]:
     """CPU milliseconds per bundle to serialise and to deserialise its messages (this process)."""
+    from ovman_ros.messages import bundle_messages
     from rclpy.serialization import deserialize_message, serialize_message
 
-    from ovman_sim import bundle
+    from ovman_ros import bundle
     from ovman_sim.embedded import EmbeddedWorld
-    from ovman_sim.messages import bundle_messages
 
     config = load_config()
     world = EmbeddedWorld(config.sim_node)

@@ -1,6 +1,6 @@
 """What a played frame's camera costs to send and to take over DDS: the six standard topics, one
 CameraBundle built by rclpy, and one CameraBundle composed from the recorded bytes and read with
-rosbags (what the benchmark graph's player and mapping_node do, ovman_sim.bundle_cdr).
+rosbags (what the benchmark graph's player and mapping_node do, ovman_ros.bundle_cdr).
 
 One frame of the embedded world (shipped config: 320x240) is serialised once per topic, as a
 recording stores it. A publisher process then sends it ``--frames`` times and a subscriber process
@@ -12,7 +12,7 @@ profile (config/fastdds.xml), in three ways:
   ``node.camera_input: topics``, without the synchroniser);
 - ``bundle_rclpy``: the six decoded by rclpy and published as one CameraBundle, taken typed;
 - ``bundle_cdr``: the bundle composed from the six stored byte strings (:func:`compose`), published
-  raw, taken raw and read with :func:`ovman_sim.bundle_cdr.decode`.
+  raw, taken raw and read with :func:`ovman_ros.bundle_cdr.decode`.
 
 The publisher waits for every subscriber's acknowledgement after each 100 frames (the player's
 flow control). Prints CPU milliseconds per frame of both processes for each way (the subscriber's
@@ -40,12 +40,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def stored_frame() -> dict[str, bytes]:
     """The six camera messages of one embedded frame, serialised as a recording stores them."""
+    from ovman_ros.messages import bundle_messages, camera_messages
     from rclpy.serialization import serialize_message
 
     from ovman_core.config import load_config
-    from ovman_sim import bundle
+    from ovman_ros import bundle
     from ovman_sim.embedded import EmbeddedWorld
-    from ovman_sim.messages import bundle_messages, camera_messages
 
     config = load_config()
     world = EmbeddedWorld(config.sim_node)
@@ -67,12 +67,12 @@ def qos(keep_all: bool):
 
 def publish(way: str, frames: int) -> dict[str, float]:
     import rclpy
+    from ovman_ros.messages import CAMERA_MESSAGES, camera_bundle_msg
     from rclpy.duration import Duration
     from rclpy.serialization import deserialize_message
 
     from ovman_interfaces.msg import CameraBundle
-    from ovman_sim import bundle, bundle_cdr
-    from ovman_sim.messages import CAMERA_MESSAGES, camera_bundle_msg
+    from ovman_ros import bundle, bundle_cdr
 
     stored = stored_frame()
     rclpy.init()
@@ -109,11 +109,11 @@ def publish(way: str, frames: int) -> dict[str, float]:
 
 def subscribe(way: str, frames: int) -> dict[str, float]:
     import rclpy
+    from ovman_ros.messages import CAMERA_MESSAGES
     from rclpy.executors import SingleThreadedExecutor
 
     from ovman_interfaces.msg import CameraBundle
-    from ovman_sim import bundle, bundle_cdr
-    from ovman_sim.messages import CAMERA_MESSAGES
+    from ovman_ros import bundle, bundle_cdr
 
     rclpy.init()
     node = rclpy.create_node("bench_camera_subscriber")

@@ -10,7 +10,7 @@ run stays: it fills the warm cache and is the reference of the comparison). Prin
 end-to-end wall time (process start to exit: imports, model loading, node start-up and shut-down
 included), its CPU time (user + system of the command and every process it started: steadier
 than wall time on a shared machine; for a graph run also node by node, from the line each node
-prints as it exits: :func:`ovman_sim.spinning.report_cpu_time`) and work time (the run's
+prints as it exits: :func:`ovman_ros.spinning.report_cpu_time`) and work time (the run's
 timings.json: maps, static gate, embodied runs), the graph/in-process ratios, how many result
 lines agree with the first run (predicted point, static and embodied success, stop), and the
 machine's load average before and after (other work on a small machine skews the ratio).
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ovman_ros.spinning import cpu_time_reports
 
 from ovman_core.config import OvmanConfig, default_config_path, load_config, to_document
 from ovman_core.relations import Relation
@@ -47,7 +48,6 @@ from ovman_eval.benchmark_command import default_dataset
 from ovman_eval.dataset import generate_dataset
 from ovman_eval.generation import GenerationRequest
 from ovman_eval.results import RESULTS, TIMINGS
-from ovman_sim.spinning import cpu_time_reports
 
 GOAL_RATIO = 1.3
 RUNS = (("in_process_cold", "warm"), ("graph_cold", "cold"), ("graph_warm", "warm"), ("in_process_warm", "warm"))

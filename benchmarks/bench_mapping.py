@@ -36,12 +36,13 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 from ovman_core.config import OvmanConfig, load_config  # noqa: E402
+from ovman_core.observation import Observation  # noqa: E402
 from ovman_mapping.encoders import make_encoder  # noqa: E402
 from ovman_mapping.fusion import build_map  # noqa: E402
 from ovman_mapping.segmenter import make_segmenter  # noqa: E402
 from ovman_sim.embedded import EmbeddedWorld  # noqa: E402
 from ovman_sim.tours import tour_observations  # noqa: E402
-from ovman_sim.world import MoveObject, Observation  # noqa: E402
+from ovman_sim.world import MoveObject  # noqa: E402
 
 GOAL_S = 1.9
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.config import OvmanConfig, SimConfig, load_config, to_document
 from ovman_core.relations import Relation
 from ovman_core.world_state import WorldState
@@ -22,7 +23,6 @@ from ovman_eval.dataset import GenerationSummary, generate_dataset
 from ovman_eval.generation import GenerationRequest
 from ovman_eval.runner import segmented_by
 from ovman_sim.embedded import EmbeddedWorld
-from ovman_sim.world import Action, ActionResult
 
 SCENES = ("embedded-0", "embedded-1")
 

@@ -75,7 +75,7 @@ def test_the_graph_is_six_nodes_each_a_module_with_its_console_script(dataset: P
 
 
 def test_the_player_plays_the_tours_on_its_own_topics_and_mapping_node_maps_those(dataset: Path):
-    from ovman_sim import bundle
+    from ovman_ros import bundle
 
     nodes = {n.name: n for n in graph.benchmark_graph(load_config(), options(dataset))}
     player, sim = nodes["player"], nodes["sim_node"]
@@ -495,7 +495,7 @@ def test_rviz_layout_shows_map_markers_answer_plan_cameras_and_tf_in_the_map_fra
     from ovman_mapping.map_messages import MARKERS_TOPIC
     from ovman_nav.nav_node import PLAN_TOPIC
     from ovman_query.query_messages import ANSWER_MARKERS_TOPIC
-    from ovman_sim import bundle
+    from ovman_ros import bundle
 
     layout = yaml.safe_load((REPO / "config" / "ovman.rviz").read_text())
     manager = layout["Visualization Manager"]

@@ -327,3 +327,19 @@ def test_an_entry_with_any_bytes_replaced_is_rebuilt_or_read(data):
             loaded = cache.get(KEY)
         assert (loaded is None) == any(issubclass(w.category, DamagedEntryWarning) for w in caught)
         assert loaded is None or isinstance(loaded, GroupMaps)
+
+
+def test_source_fingerprints_cover_data_files_by_pattern(tmp_path, monkeypatch):
+    from ovman_eval.fingerprint import source_fingerprint
+
+    package = tmp_path / "fp_pkg"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "data" / "a.json").write_text("[1]")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sources = (("fp_pkg", None), ("fp_pkg", "data/*.json"))
+    before = source_fingerprint(sources)
+    source_fingerprint.cache_clear()
+    (package / "data" / "a.json").write_text("[2]")
+    assert source_fingerprint(sources) != before
+    source_fingerprint.cache_clear()

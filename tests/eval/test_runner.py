@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ovman_ros.bundle import GroundTruthRecords
 
 from ovman_core.boxes import Box3
 from ovman_core.relations import Relation
@@ -57,7 +58,6 @@ from ovman_eval.tracking import LabelTracker
 from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_mapping.segmenter import SimulatorSegmenter
 from ovman_query.arms import Arm
-from ovman_sim.bundle import GroundTruthRecords
 from ovman_sim.recording import read_visit
 from ovman_sim.session import SimSession
 
@@ -393,7 +393,7 @@ def test_the_graph_collects_the_same_ground_truth_from_the_records_sim_node_publ
     for record in (records[0], moving[0]):
         truth = evaluator.group_maps([record], dict.fromkeys(TIMING_KEYS, 0.0)).truth
         played = PlayedTruth(dataset, record)
-        published = GroundTruthRecords()  # as sim_node writes each frame's record (ovman_sim.messages)
+        published = GroundTruthRecords()  # as sim_node writes each frame's record (ovman_ros.messages)
         for visit in (1, 2):
             frames = session.load_recording(played.recordings[visit])
             for frame in session.play():

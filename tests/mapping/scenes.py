@@ -18,9 +18,9 @@ from ovman_core.boxes import Box3, Vec3
 from ovman_core.camera import Intrinsics
 from ovman_core.config import load_config
 from ovman_core.frames import optical_axes_thor
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
 from ovman_mapping.encoders import InstanceEvidence, label_text, normalise_rows
-from ovman_sim.world import Observation
 
 _SIM = load_config().sim_node
 INTRINSICS = Intrinsics.from_vertical_fov(_SIM.camera.width, _SIM.camera.height, _SIM.camera.vertical_fov_deg)

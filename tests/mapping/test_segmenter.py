@@ -14,6 +14,7 @@ import pytest
 
 from ovman_core.camera import Intrinsics
 from ovman_core.config import ConfigError, load_config
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose
 from ovman_mapping.learned_segmenter import (
     MANIFEST_FILE,
@@ -24,7 +25,6 @@ from ovman_mapping.learned_segmenter import (
     segments_from_logits,
 )
 from ovman_mapping.segmenter import SegmenterError, SimulatorSegmenter, make_segmenter, segmenter_identity
-from ovman_sim.world import Observation
 
 CONFIG = load_config().mapping_node.segmenter
 VOCABULARY = ("Chair", "Mug", "Sofa")

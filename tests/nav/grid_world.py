@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Vec2
 from ovman_core.world_state import AgentPose
-from ovman_sim.world import Action, ActionResult
 
 RES = 0.25
 X0 = -1.5

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.world_state import AgentPose
 from ovman_nav.executor import NavError, NavResult, NavTarget, SequenceWorld, navigate, predicted_pose
-from ovman_sim.world import Action, ActionResult
 
 from .grid_world import RES, GridWorld, world_of
 from .test_executor import ONE_DOOR, SETTINGS, TWO_ROOMS, target_of

@@ -4,13 +4,13 @@ import math
 
 import pytest
 
+from ovman_core.actions import Action
 from ovman_core.config import load_config
 from ovman_core.grid import grid_from_reachable
 from ovman_core.success import embodied_success
 from ovman_nav.astar import shortest_success_path_length
 from ovman_nav.executor import NavError, NavSettings, NavTarget, navigate
 from ovman_sim.embedded import EmbeddedWorld
-from ovman_sim.world import Action
 
 CONFIG = load_config()
 SETTINGS = NavSettings.from_config(CONFIG)

@@ -5,10 +5,10 @@ import math
 
 import pytest
 
+from ovman_core.actions import Action
 from ovman_core.boxes import Footprint
 from ovman_core.config import load_config
 from ovman_nav.executor import NavError, NavSettings, NavTarget, TargetLostError, navigate
-from ovman_sim.world import Action
 
 from .grid_world import RES, GridWorld, cell_of, world_of
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ovman_ros.spinning import cpu_time_reports
 
 from ovman_core.config import OvmanConfig, load_config, to_document
 from ovman_core.relations import Relation
@@ -32,7 +33,6 @@ from ovman_eval.graph_run import WIRING
 from ovman_eval.launch_command import run_graph
 from ovman_eval.results import ARM_ORDER, FINISHED, RESULTS, RUN_FILE, to_json_line
 from ovman_eval.runner import BenchmarkRequest, parse_arms, run_benchmark
-from ovman_sim.spinning import cpu_time_reports
 
 from .conftest import ros_environment
 

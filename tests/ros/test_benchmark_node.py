@@ -16,11 +16,11 @@ from .processes import NodeProcess
 
 try:
     import rclpy
+    from ovman_ros.messages import floor_pose_msg
     from rcl_interfaces.srv import GetParameters
 
     from ovman_eval.benchmark_node import LOAD_VISIT_SERVICE, BenchmarkNode, GraphCallError
     from ovman_interfaces.srv import LoadVisit
-    from ovman_sim.messages import floor_pose_msg
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"

@@ -1,4 +1,4 @@
-"""A CameraBundle's CDR composed from recorded messages and read without rclpy (ovman_sim.bundle_cdr),
+"""A CameraBundle's CDR composed from recorded messages and read without rclpy (ovman_ros.bundle_cdr),
 checked against rclpy's own serialisation, on recordings of embedded-world frames."""
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 
 try:
+    from ovman_ros.messages import CAMERA_MESSAGES, image_array
     from rclpy.serialization import deserialize_message, serialize_message
 
     from ovman_interfaces.msg import CameraBundle
-    from ovman_sim import bundle_cdr
-    from ovman_sim.messages import CAMERA_MESSAGES, image_array
+    from ovman_ros import bundle_cdr
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
     ) from error
 
 from ovman_core.config import load_config
-from ovman_sim import bundle
+from ovman_ros import bundle
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.recording import RecordedFrame, VisitInfo, read_visit_raw, write_visit
 from ovman_sim.tours import tour_observations

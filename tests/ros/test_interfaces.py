@@ -436,7 +436,7 @@ FIELDS = {
         "step": "uint64",
     },
     TFMessage: {"transforms": "sequence<geometry_msgs/TransformStamped>"},
-    # The members with 8-byte fields first (ovman_sim.bundle_cdr composes it from recorded CDR).
+    # The members with 8-byte fields first (ovman_ros.bundle_cdr composes it from recorded CDR).
     CameraBundle: {
         "pose": "geometry_msgs/PoseStamped",
         "camera_info": "sensor_msgs/CameraInfo",

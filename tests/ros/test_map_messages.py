@@ -13,6 +13,7 @@ from scipy.spatial.transform import Rotation
 
 try:
     from builtin_interfaces.msg import Time
+    from ovman_ros.messages import bundle_messages, camera_bundle_msg, camera_messages, header_msg
     from rclpy.serialization import serialize_message
     from visualization_msgs.msg import Marker
 
@@ -33,8 +34,7 @@ try:
         observation_from_topics,
     )
     from ovman_query.query_messages import answer_markers, change_set_msg, check_answer_style, response_msg
-    from ovman_sim import bundle_cdr
-    from ovman_sim.messages import bundle_messages, camera_bundle_msg, camera_messages, header_msg
+    from ovman_ros import bundle_cdr
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -44,12 +44,12 @@ from ovman_core.boxes import Box3
 from ovman_core.camera import Intrinsics
 from ovman_core.config import ConfigError, load_config
 from ovman_core.frames import thor_to_ros_point
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision, map_problem
 from ovman_query.change_set import Change, ChangeKind
 from ovman_query.query_requests import QueryOutcome, Status
-from ovman_sim import bundle
-from ovman_sim.world import Observation
+from ovman_ros import bundle
 
 pytestmark = pytest.mark.ros
 

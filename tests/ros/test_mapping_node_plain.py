@@ -19,6 +19,7 @@ import pytest
 
 try:
     import rclpy
+    from ovman_ros.messages import PLAIN_CAMERA_MESSAGES, bundle_messages, camera_messages
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
@@ -27,7 +28,6 @@ try:
     from ovman_mapping.map_messages import instance_map_from_msg
     from ovman_mapping.mapping_node import map_topic
     from ovman_query.query_node import LATCHED
-    from ovman_sim.messages import PLAIN_CAMERA_MESSAGES, bundle_messages, camera_messages
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -38,7 +38,7 @@ from ovman_core.frames import thor_to_ros_point
 from ovman_mapping.encoders import make_encoder
 from ovman_mapping.fusion import build_map
 from ovman_mapping.segmenter import make_segmenter
-from ovman_sim import bundle
+from ovman_ros import bundle
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.tours import tour_observations
 

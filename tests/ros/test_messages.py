@@ -1,4 +1,4 @@
-"""sim_node's message conversions (ovman_sim.messages), checked without a graph."""
+"""sim_node's message conversions (ovman_ros.messages), checked without a graph."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 
 try:
     from geometry_msgs.msg import Pose
-
-    from ovman_sim.messages import (
+    from ovman_ros.messages import (
         CAMERA_MESSAGES,
         MessageError,
         bundle_messages,
@@ -33,9 +32,9 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from ovman_core.camera import Intrinsics
 from ovman_core.config import load_config
 from ovman_core.grid import from_occupancy_fields, grid_from_reachable, to_occupancy_fields
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, WorldState
-from ovman_sim import bundle
-from ovman_sim.world import Observation
+from ovman_ros import bundle
 
 pytestmark = pytest.mark.ros
 

@@ -411,13 +411,13 @@ def test_sim_node_world_steps_through_its_private_client_and_reports_a_silent_si
     that another executor runs, and a server that never answers becomes a failed action."""
     import threading
 
+    from ovman_ros.messages import pose_msg
     from rclpy.callback_groups import ReentrantCallbackGroup
     from rclpy.node import Node
 
+    from ovman_core.actions import Action
     from ovman_interfaces.srv import Act
     from ovman_nav.nav_node import ACT_CLIENT_NODE, SIM_ACT_SERVICE, SimNodeWorld
-    from ovman_sim.messages import pose_msg
-    from ovman_sim.world import Action
 
     answer = threading.Event()
     answer.set()

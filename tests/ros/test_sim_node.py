@@ -22,6 +22,7 @@ try:
     import rclpy
     from geometry_msgs.msg import PoseStamped
     from nav_msgs.msg import OccupancyGrid, Odometry
+    from ovman_ros.messages import depth_array, floor_pose_msg, image_array, stamp_of, start_pose_from_msg
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
     from rclpy.executors import SingleThreadedExecutor
@@ -33,8 +34,7 @@ try:
 
     from ovman_interfaces.msg import CameraBundle
     from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
-    from ovman_sim import bundle_cdr
-    from ovman_sim.messages import depth_array, floor_pose_msg, image_array, stamp_of, start_pose_from_msg
+    from ovman_ros import bundle_cdr
     from ovman_sim.sim_node import SimNode
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -43,7 +43,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from ovman_core.camera import Intrinsics
 from ovman_core.config import ConfigError, load_config
-from ovman_sim import bundle
+from ovman_ros import bundle
 from ovman_sim.recording import read_visit, read_visit_raw
 
 pytestmark = pytest.mark.ros

@@ -1,5 +1,5 @@
 """Nodes end quietly on Ctrl-C or an external shutdown, including rclpy's wait-set race; their
-endpoints get QoS event handlers only when asked for (ovman_sim.spinning.GraphNode); a parameter
+endpoints get QoS event handlers only when asked for (ovman_ros.spinning.GraphNode); a parameter
 override of the wrong type is a ConfigError naming it; the CPU time a node reports as it exits reads
 back from its log."""
 
@@ -9,17 +9,17 @@ import resource
 import threading
 
 import pytest
-from rclpy._rclpy_pybind11 import RCLError
-from rclpy.executors import MultiThreadedExecutor
-
-from ovman_core.config import ConfigError, RosConfig, load_config
-from ovman_sim.spinning import (
+from ovman_ros.spinning import (
     GraphNode,
     cpu_time_reports,
     declare_config_parameters,
     report_cpu_time,
     spin_until_shutdown,
 )
+from rclpy._rclpy_pybind11 import RCLError
+from rclpy.executors import MultiThreadedExecutor
+
+from ovman_core.config import ConfigError, RosConfig, load_config
 
 
 class RacingExecutor:

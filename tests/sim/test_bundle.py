@@ -14,9 +14,9 @@ from ovman_core.boxes import Box3
 from ovman_core.camera import Intrinsics
 from ovman_core.config import load_config
 from ovman_core.frames import THOR_TO_ROS, optical_axes_thor
+from ovman_core.observation import Observation, pose_observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
-from ovman_sim import bundle
-from ovman_sim.world import Observation, pose_observation
+from ovman_ros import bundle
 
 FRAMES = load_config().frames
 INTRINSICS = Intrinsics.from_vertical_fov(8, 6, 90.0)

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
+from ovman_core.actions import Action
 from ovman_core.config import load_config
 from ovman_core.frames import optical_axes_thor
 from ovman_core.world_state import AgentPose, WorldState
@@ -27,7 +28,7 @@ from ovman_sim.homes import (
 )
 from ovman_sim.sensor import degrade_depth, edge_pixels
 from ovman_sim.tours import plan_tour
-from ovman_sim.world import Action, AddObject, Condition, MoveObject, RemoveObject, World
+from ovman_sim.world import AddObject, Condition, MoveObject, RemoveObject, World
 
 SCENE = "embedded-1"
 

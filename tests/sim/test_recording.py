@@ -20,9 +20,10 @@ from ovman_core.boxes import Box3
 from ovman_core.camera import Intrinsics
 from ovman_core.config import FramesConfig, load_config, to_document
 from ovman_core.frames import optical_axes_thor, ros_to_thor_points
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
 from ovman_eval.cli import main
-from ovman_sim import bundle
+from ovman_ros import bundle
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.recording import (
     FRAME_TOPICS,
@@ -37,7 +38,6 @@ from ovman_sim.recording import (
     write_visit,
 )
 from ovman_sim.tours import tour_observations
-from ovman_sim.world import Observation
 
 FRAMES = load_config().frames
 INFO = VisitInfo(scene="embedded-7", visit=2, step_dt=0.1, frames=FRAMES)

@@ -24,8 +24,10 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
+from ovman_core.actions import Action
 from ovman_core.config import SimConfig, load_config
 from ovman_core.frames import CAMERA_LINK_TO_OPTICAL, ros_to_thor_points, thor_to_ros_point, thor_yaw_to_ros
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_sim import thor
 from ovman_sim.conditions import degrade_low_light
@@ -39,7 +41,7 @@ from ovman_sim.thor import (
     planar_depth,
     segments_from_instance_frame,
 )
-from ovman_sim.world import Action, AddObject, Condition, MoveObject, Observation, RemoveObject, World
+from ovman_sim.world import AddObject, Condition, MoveObject, RemoveObject, World
 
 PLAYER_SCRIPT = Path(__file__).with_name("fake_thor_player.py")
 _spec = importlib.util.spec_from_file_location("fake_thor_player", PLAYER_SCRIPT)

@@ -8,12 +8,14 @@ import hashlib
 import numpy as np
 import pytest
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.camera import Intrinsics
 from ovman_core.config import load_config
+from ovman_core.observation import Observation, pose_observation
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.tours import plan_tour, tour_observations
-from ovman_sim.world import Action, ActionResult, Observation, World, pose_observation
+from ovman_sim.world import World
 
 SCENE = "embedded-3"
 

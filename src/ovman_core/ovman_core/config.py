@@ -602,7 +602,7 @@ class BenchmarkConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RosConfig:
-    """How every node uses ROS 2 (ovman_sim.spinning)."""
+    """How every node uses ROS 2 (ovman_ros.spinning)."""
 
     qos_event_warnings: bool
 

@@ -47,9 +47,11 @@ if TYPE_CHECKING:
 
 GENERATION_SOURCES = (
     ("ovman_core", None),
+    ("ovman_ros", None),
     ("ovman_sim", None),
     ("ovman_nav", None),
     ("ovman_query", "surface_forms.py"),
+    ("ovman_query", "phrasings/*.json"),
     ("ovman_eval", "generation.py"),
     ("ovman_eval", "dataset.py"),
     ("ovman_eval", "episodes.py"),

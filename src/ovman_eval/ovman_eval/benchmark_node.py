@@ -70,6 +70,17 @@ from typing import Any
 import rclpy
 from geometry_msgs.msg import Point, PointStamped
 from nav_msgs.msg import OccupancyGrid
+from ovman_ros.bundle import (
+    BundleFormatError,
+    GroundTruthFrame,
+    camera_outputs,
+    ground_truth_header,
+    object_state_from_dict,
+    object_state_to_dict,
+    parse_ground_truth_json,
+)
+from ovman_ros.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
+from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time
 from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.client import Client
@@ -78,10 +89,12 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
+from ovman_core.actions import Action
 from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
 from ovman_core.frames import ros_to_thor_point, thor_to_ros_point
 from ovman_core.grid import from_occupancy_fields
+from ovman_core.observation import Observation
 from ovman_core.relations import Relation
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_eval.dataset import DatasetError
@@ -144,19 +157,7 @@ from ovman_nav.nav_node import occupancy_fields
 from ovman_query.arms import PARSE_FAILED, Arm
 from ovman_query.decisions import Prediction
 from ovman_query.query_messages import CHANGES_TOPIC, QUERY_SERVICE, floor_point_msg
-from ovman_sim import bundle, bundle_cdr
-from ovman_sim.bundle import (
-    BundleFormatError,
-    GroundTruthFrame,
-    camera_outputs,
-    ground_truth_header,
-    object_state_from_dict,
-    object_state_to_dict,
-    parse_ground_truth_json,
-)
-from ovman_sim.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
-from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time
-from ovman_sim.world import Action, Observation
+from ovman_ros import bundle, bundle_cdr
 
 NODE_NAME = BENCHMARK_NODE
 LOAD_VISIT_SERVICE = "/sim_node/load_visit"
@@ -171,7 +172,7 @@ SIM_GET_PARAMETERS = f"{SIM_NODE}/get_parameters"
 SIM_SET_PARAMETERS = f"{SIM_NODE}/set_parameters"
 SIM_ACT_CAMERA = "node.act_camera"
 SIM_CAMERA_OUTPUT = "node.camera_output"
-"""Where sim_node's camera frames go (:func:`ovman_sim.bundle.camera_outputs`)."""
+"""Where sim_node's camera frames go (:func:`ovman_ros.bundle.camera_outputs`)."""
 """sim_node's run-time switch of the camera bundle after each Act (see :mod:`ovman_sim.sim_node`)."""
 RUN_PARAMETERS: dict[str, Any] = {RUN_DATASET: "", RUN_OUTPUT: "runs", RUN_DIR: "", RUN_STATIC_ONLY: False}
 SPIN_PERIOD_S = 0.02

@@ -35,11 +35,12 @@ from pathlib import Path
 import numpy as np
 
 from ovman_core.config import ConfigError, OvmanConfig, SimConfig, config_from_document
+from ovman_core.observation import Observation
 from ovman_core.world_state import WorldState
 from ovman_eval.dataset import MANIFEST, DatasetError, read_manifest
 from ovman_eval.fingerprint import source_fingerprint
 from ovman_sim.recording import RecordedFrame, RecordingError
-from ovman_sim.world import Condition, Observation, World
+from ovman_sim.world import Condition, World
 
 _RENDER_SOURCES = (("ovman_sim", None), ("ovman_eval", "condition_frames.py"))
 """Source files whose content keys the maps built from re-rendered frames (None: every .py of the package)."""

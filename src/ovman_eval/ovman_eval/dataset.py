@@ -32,7 +32,6 @@ import multiprocessing
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ovman_core.config import OvmanConfig, SimConfig, to_document
+from ovman_core.files import atomic_write_text
 from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.episodes import (
     EpisodeFormatError,
@@ -69,8 +69,6 @@ RUN_FILE = "run.json"
 SLOTS = "slots"
 STAGING = "staging"
 MANIFEST_VERSION = 1
-FILE_MODE = 0o644
-"""Permissions of the files written (mkstemp would leave them private to the owner)."""
 DATASET_KIND = "ovman-episodes"
 
 WorldFactory = Callable[[SimConfig], World]
@@ -81,22 +79,6 @@ class DatasetError(ValueError):
 
 
 # ---- atomic files --------------------------------------------------------------------------------
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, FILE_MODE)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _json(document: Any) -> str:

@@ -31,6 +31,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ovman_core.boxes import Footprint, Vec2, Vec3
+from ovman_core.files import plain
 from ovman_core.relations import Relation
 from ovman_core.world_state import AgentPose
 from ovman_query.surface_forms import PHRASINGS, phrase
@@ -246,18 +247,7 @@ def episodes_to_jsonl(records: Iterable[EpisodeRecord]) -> str:
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        rounded = round(value, FLOAT_DECIMALS)
-        return 0.0 if rounded == 0.0 else rounded  # no "-0.0"
-    raise TypeError(f"cannot write {type(value).__name__} {value!r} into an episode record")
+    return plain(value, FLOAT_DECIMALS, "an episode record")
 
 
 # ---- reading -------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ import importlib
 from pathlib import Path
 
 Sources = tuple[tuple[str, str | None], ...]
-"""(package, file name) pairs; a file name of None means every ``.py`` file of the package."""
+"""(package, file name) pairs; a file name of None means every ``.py`` file of the package, one
+with ``*`` the files it matches (``phrasings/*.json``: data the code reads)."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -22,7 +23,8 @@ def source_fingerprint(sources: Sources) -> str:
     digest = hashlib.sha256()
     for package, name in sources:
         folder = Path(importlib.import_module(package).__file__).parent  # type: ignore[arg-type]
-        for path in sorted(folder.glob("*.py")) if name is None else [folder / name]:
-            digest.update(f"{package}/{path.name}\n".encode())
+        paths = [folder / name] if name is not None and "*" not in name else sorted(folder.glob(name or "*.py"))
+        for path in paths:
+            digest.update(f"{package}/{path.relative_to(folder).as_posix()}\n".encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Vec2, Vec3, floor_distance
 from ovman_core.config import OvmanConfig
 from ovman_core.grid import GridError, grid_from_reachable
@@ -86,7 +87,7 @@ from ovman_query.surface_forms import PHRASINGS, phrase, surface_names
 from ovman_sim.homes import is_perception_scene
 from ovman_sim.recording import VisitInfo, VisitWriter
 from ovman_sim.tours import tour_observations
-from ovman_sim.world import Action, ActionResult, AddObject, Change, Condition, MoveObject, RemoveObject, World
+from ovman_sim.world import AddObject, Change, Condition, MoveObject, RemoveObject, World
 
 # ---- rejection reasons (in pipeline order) -------------------------------------------------------
 

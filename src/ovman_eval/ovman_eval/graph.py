@@ -50,7 +50,7 @@ from typing import Any
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters
 from ovman_eval.results import ARM_ORDER, parse_seeds
-from ovman_sim import bundle
+from ovman_ros import bundle
 
 ParameterValue = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
 

@@ -26,6 +26,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ovman_ros.bundle import GROUND_TRUTH_TOPIC, BundleFormatError, GroundTruthParser
+
 from ovman_core.boxes import Vec2
 from ovman_core.config import OvmanConfig
 from ovman_core.grid import GridError, grid_from_reachable
@@ -66,7 +68,6 @@ from ovman_eval.runner import (
 from ovman_eval.truth_shares import true_shares
 from ovman_mapping.instances import InstanceMap
 from ovman_query.arms import Arm
-from ovman_sim.bundle import GROUND_TRUTH_TOPIC, BundleFormatError, GroundTruthParser
 from ovman_sim.recording import RecordingError
 
 WIRING = "ros_graph"

@@ -40,8 +40,6 @@ import dataclasses
 import gc
 import hashlib
 import json
-import os
-import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -51,6 +49,8 @@ import numpy as np
 
 from ovman_core.boxes import Box3
 from ovman_core.config import OvmanConfig, to_document
+from ovman_core.files import atomic_write_bytes
+from ovman_core.observation import Observation
 from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.array_bundle import pack_bundle, unpack_bundle
 from ovman_eval.diagnostics import appearance_pairs, diagnose_map, diagnose_visits
@@ -63,7 +63,6 @@ from ovman_mapping.segmenter import segmenter_identity
 from ovman_query.arms import TrueShares
 from ovman_query.association import Association, MatchedPair
 from ovman_sim.recording import SEGMENT_TOPICS, RecordedFrame, RecordingError, has_segments, read_visit
-from ovman_sim.world import Observation
 
 CACHE_FORMAT = 5
 """Bumped when :class:`GroupMaps` or the entry codec changes shape."""
@@ -81,7 +80,7 @@ NO_SEGMENTS = {
 _KEY_SOURCES = (
     ("ovman_mapping", None),
     ("ovman_sim", "recording.py"),
-    ("ovman_sim", "bundle.py"),
+    ("ovman_ros", "bundle.py"),
     ("ovman_eval", "map_cache.py"),
     ("ovman_eval", "diagnostics.py"),
     ("ovman_eval", "truth_shares.py"),
@@ -375,18 +374,7 @@ class MapCache:
         path = self.path(key)
         if path is None:
             return
-        data = _encode_entry(entry)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(data)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(path, _encode_entry(entry))
 
 
 # ---- entry codec: GroupMaps <-> a JSON document and numpy arrays (ovman_eval.array_bundle) --------

@@ -41,13 +41,15 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ovman_core.config import OvmanConfig, PerceptionParams, check_ranges
-from ovman_eval.dataset import FILE_MODE, atomic_write_text, code_revision
+from ovman_core.files import FILE_MODE, atomic_write_text
+from ovman_core.observation import Observation
+from ovman_eval.dataset import code_revision
 from ovman_mapping.learned_segmenter import MANIFEST_FILE, MODEL_FORMAT, MODEL_VERSION, WEIGHTS_FILE, weights_digest
 from ovman_mapping.segmenter import Segmentation, Segmenter
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.homes import CATEGORIES, perception_scene
 from ovman_sim.tours import tour_observations
-from ovman_sim.world import Condition, Observation
+from ovman_sim.world import Condition
 
 STRESS_CONDITIONS = tuple(c.value for c in Condition if c is not Condition.BASELINE)
 """The stress conditions a model's held-out figures are also taken under."""

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ovman_core.config import ConfigError, config_from_document
-from ovman_eval.dataset import atomic_write_text
+from ovman_core.files import atomic_write_text
 from ovman_eval.results import (
     ARM_ORDER,
     BASELINE,

@@ -50,13 +50,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ovman_core.files import plain
 from ovman_eval.episodes import CONDITIONS
 
 FORMAT_VERSION = 2
@@ -271,22 +271,7 @@ class EpisodeSketch:
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"cannot write the non-finite float {value!r} into a result line")
-        rounded = round(value, FLOAT_DECIMALS)
-        return 0.0 if rounded == 0.0 else rounded
-    if hasattr(value, "item"):  # numpy scalars
-        return _plain(value.item())
-    raise TypeError(f"cannot write {type(value).__name__} {value!r} into a result line")
+    return plain(value, FLOAT_DECIMALS, "a result line")
 
 
 def to_json_line(value: ResultRecord | EpisodeSketch) -> str:

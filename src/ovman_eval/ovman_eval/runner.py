@@ -83,8 +83,10 @@ from typing import Any
 
 import numpy as np
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import OvmanConfig, SimConfig, TaskConfig, to_document
+from ovman_core.files import atomic_write_text
 from ovman_core.grid import Cell, GridError, NavGrid, grid_from_reachable
 from ovman_core.relations import Relation
 from ovman_core.success import embodied_success, spl, static_success
@@ -97,14 +99,7 @@ from ovman_eval.condition_frames import (
     render_fingerprint,
     stress_condition,
 )
-from ovman_eval.dataset import (
-    EPISODES,
-    DatasetError,
-    atomic_write_text,
-    code_revision,
-    read_episodes,
-    read_manifest,
-)
+from ovman_eval.dataset import EPISODES, DatasetError, code_revision, read_episodes, read_manifest
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.failures import EpisodeOutcome, Gate, PartitionRadii, classify_failure, other_instance_footprints
 from ovman_eval.map_cache import (
@@ -156,7 +151,7 @@ from ovman_query.arms import Arm
 from ovman_query.association import Association
 from ovman_query.decisions import Prediction
 from ovman_sim.session import make_world
-from ovman_sim.world import Action, ActionResult, Condition, World
+from ovman_sim.world import Condition, World
 
 MAP_ARMS = {Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.SIM_PERCEPTION, Arm.ORACLE_GROUNDING}
 """Arms that read both maps and the agent's association (their diagnostics include memory)."""

@@ -52,10 +52,10 @@ from typing import Any
 
 from ovman_core.boxes import Vec2
 from ovman_core.config import SweepParams, TaskConfig
+from ovman_core.files import atomic_write_text
 from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.admissibility import separation_violations
 from ovman_eval.answers import NoAnswerError, compute_answer
-from ovman_eval.dataset import atomic_write_text
 from ovman_eval.episodes import EpisodeRecord
 from ovman_eval.results import ResultRecord
 from ovman_eval.stats import poisson_binomial_sf

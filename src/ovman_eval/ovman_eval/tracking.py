@@ -23,10 +23,10 @@ import math
 
 from ovman_core.boxes import Vec2
 from ovman_core.config import MappingConfig
+from ovman_core.observation import Observation
 from ovman_mapping.backprojection import segment_frame
 from ovman_mapping.segmenter import Segmenter
 from ovman_nav.executor import NavTarget
-from ovman_sim.world import Observation
 
 
 @dataclasses.dataclass

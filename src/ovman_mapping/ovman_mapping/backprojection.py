@@ -1,6 +1,6 @@
 """Back-project the segments of one camera frame into world points.
 
-Input: an :class:`ovman_sim.world.Observation` (planar depth in metres, per-frame segment ids,
+Input: an :class:`ovman_core.observation.Observation` (planar depth in metres, per-frame segment ids,
 the camera centre and the agent's yaw/horizon). Output: one :class:`SegmentObservation` per usable
 segment, its points in the **AI2-THOR world frame** (metres, y up, left-handed), voxel-downsampled
 and cleaned by statistical outlier removal.

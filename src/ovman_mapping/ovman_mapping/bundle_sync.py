@@ -1,6 +1,6 @@
 """Exact-stamp synchronisation of a camera bundle: one message per topic, all with one stamp.
 
-Every message of one frame carries the same stamp (:mod:`ovman_sim.bundle`), so the policy is
+Every message of one frame carries the same stamp (:mod:`ovman_ros.bundle`), so the policy is
 ROS's exact-time one (``message_filters.TimeSynchronizer``, which is not on PyPI): a bundle is
 complete when every key has an item at its stamp. With reliable, in-order delivery per topic a
 bundle completes only after every older one could have, so

@@ -30,7 +30,7 @@ from ovman_mapping.learned_segmenter import LearnedSegmenter
 from ovman_mapping.segmenter import Segment, Segmentation
 
 if TYPE_CHECKING:
-    from ovman_sim.world import Observation
+    from ovman_core.observation import Observation
 
 MIN_SHARE = 1e-3
 """Label shares below this are dropped (as the learned segmenter does)."""

@@ -52,7 +52,7 @@ from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_mapping.segmenter import Segmenter, make_segmenter
 
 if TYPE_CHECKING:
-    from ovman_sim.world import Observation
+    from ovman_core.observation import Observation
 
 INFEASIBLE = 1.0e6
 """Assignment cost of a forbidden pairing (dropped after the Hungarian solve)."""

@@ -40,7 +40,7 @@ from ovman_core.config import SegmenterConfig
 from ovman_mapping.segmenter import Segment, Segmentation, SegmenterError, check_frame
 
 if TYPE_CHECKING:
-    from ovman_sim.world import Observation
+    from ovman_core.observation import Observation
 
 MODEL_FORMAT = "ovman-segmenter"
 MODEL_VERSION = 2

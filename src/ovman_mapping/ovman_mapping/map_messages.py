@@ -2,8 +2,8 @@
 that imports message packages (never rclpy), so every conversion is unit-testable without a graph.
 
 - camera bundle (sensor_msgs/Image ×3, the labels table, CameraInfo, the optical-frame
-  PoseStamped of :mod:`ovman_sim.bundle`, from the six standard topics or in one
-  ``ovman_interfaces/CameraBundle``) → :class:`ovman_sim.world.Observation`;
+  PoseStamped of :mod:`ovman_ros.bundle`, from the six standard topics or in one
+  ``ovman_interfaces/CameraBundle``) → :class:`ovman_core.observation.Observation`;
 - core :class:`ovman_mapping.instances.InstanceMap` ⇄ ``ovman_interfaces/InstanceMap``;
 - ``InstanceMap`` message → ``visualization_msgs/MarkerArray`` for RViz.
 
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point, PoseStamped
+from ovman_ros.messages import MessageError, camera_bundle_items, depth_array, image_array, stamp_of, time_msg
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
@@ -41,12 +42,11 @@ from ovman_core.frames import (
     thor_to_ros_point,
     thor_to_ros_points,
 )
+from ovman_core.observation import Observation
 from ovman_interfaces.msg import Instance as InstanceMsg
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_mapping.instances import Instance, InstanceMap, Sighting, map_problem
-from ovman_sim import bundle
-from ovman_sim.messages import MessageError, camera_bundle_items, depth_array, image_array, stamp_of, time_msg
-from ovman_sim.world import Observation
+from ovman_ros import bundle
 
 MAX_CAMERA_ROLL_RAD = 1e-6
 """The core's camera has yaw and pitch only; a larger roll is rejected."""
@@ -71,9 +71,9 @@ class MapMessageError(ValueError):
 
 def camera_from_pose(pose: PoseStamped, map_frame: str) -> tuple[Vec3, float, float]:
     """``(camera centre (AI2-THOR world, m), yaw_deg, horizon_deg)`` of the optical frame's pose
-    in ``map`` (REP 103, as on :data:`ovman_sim.bundle.CAMERA_POSE_TOPIC`).
+    in ``map`` (REP 103, as on :data:`ovman_ros.bundle.CAMERA_POSE_TOPIC`).
 
-    Inverts :func:`ovman_sim.bundle.optical_pose`: the optical rotation is ``camera_link`` times
+    Inverts :func:`ovman_ros.bundle.optical_pose`: the optical rotation is ``camera_link`` times
     the fixed optical rotation, and ``camera_link`` is yaw about z then pitch about y (down positive).
     """
     if pose.header.frame_id != map_frame:
@@ -98,8 +98,8 @@ def observation_from_bundle(
     map_frame: str,
     step_ns: int,
 ) -> Observation:
-    """The Observation of one synchronised bundle (see :mod:`ovman_sim.bundle` for the topics):
-    :func:`observation_from_camera` at :func:`ovman_sim.bundle.frame_step` of its stamp, with the simulator's
+    """The Observation of one synchronised bundle (see :mod:`ovman_ros.bundle` for the topics):
+    :func:`observation_from_camera` at :func:`ovman_ros.bundle.frame_step` of its stamp, with the simulator's
     segments and labels; ``segment_instances`` is empty: ground-truth ids never reach the mapping.
     """
     where = f"camera bundle at {labels.stamp_ns} ns"
@@ -167,7 +167,7 @@ def observation_from_topics(items: Mapping[str, Any], map_frame: str, step_ns: i
 def observation_from_camera_bundle(message: Any, map_frame: str, step_ns: int) -> tuple[int, Observation]:
     """The stamp (ns) and :func:`observation_from_bundle` of one ovman_interfaces/CameraBundle
     (the six messages that :func:`observation_from_topics` takes from a synchroniser, in one
-    message: rclpy's, or as :func:`ovman_sim.bundle_cdr.decode` reads it); MapMessageError when its
+    message: rclpy's, or as :func:`ovman_ros.bundle_cdr.decode` reads it); MapMessageError when its
     messages' stamps differ or a table or image is malformed."""
     try:
         stamp, items = camera_bundle_items(message)

@@ -4,7 +4,7 @@ A thin node around :class:`ovman_mapping.visit_mapper.VisitMapper`: it takes a f
 bundle, converts it to an Observation (:mod:`ovman_mapping.map_messages`), fuses it into the open
 visit at once, and publishes the map of a visit when the visit is finished.
 
-Subscriptions (reliable, volatile; names from :mod:`ovman_sim.bundle`), by ``node.camera_input``:
+Subscriptions (reliable, volatile; names from :mod:`ovman_ros.bundle`), by ``node.camera_input``:
 ``topics`` (a robot's camera): ``/camera/color/image_raw``, ``/camera/depth/image_raw``,
 ``/camera/instances/image_raw``, ``/camera/instances/labels``, ``/camera/color/camera_info``,
 ``/camera/pose`` (the optical frame in ``map``), synchronised by exact stamp
@@ -12,13 +12,13 @@ Subscriptions (reliable, volatile; names from :mod:`ovman_sim.bundle`), by ``nod
 the four a robot's camera gives (colour, depth in 32FC1 m or 16UC1 mm, camera_info, pose);
 ``bundle``: ``/camera/bundle`` (ovman_interfaces/CameraBundle,
 the same six messages in one, from sim_node's ``node.camera_output`` bundle or both), taken raw
-and read without copying its images (:func:`ovman_sim.bundle_cdr.decode`): one take per frame
+and read without copying its images (:func:`ovman_ros.bundle_cdr.decode`): one take per frame
 instead of six and no synchroniser; a bundle whose messages' stamps differ is rejected. Their
 history keeps the latest ``node.qos_depth`` messages of a topic, or every message until it is
 taken (``node.qos_keep_all``: lossless when a tour is published faster than it is fused, at the
 cost of buffering the unfused frames, e.g. ~0.85 MB a bundle at 320x240). Ground truth is never
 subscribed to, and in every mode a frame's step is its stamp divided by ``node.step_dt``
-(:func:`ovman_sim.bundle.frame_step`: what a robot's camera gives; the simulator's own
+(:func:`ovman_ros.bundle.frame_step`: what a robot's camera gives; the simulator's own
 world step never reaches the mapping). While no visit is open, bundles are counted and dropped before they
 are synchronised or decoded (a robot's camera keeps publishing between visits).
 
@@ -50,6 +50,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import rclpy
+from ovman_ros.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
+from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
@@ -59,6 +61,7 @@ from rclpy.task import Future
 from visualization_msgs.msg import MarkerArray
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
+from ovman_core.observation import Observation
 from ovman_interfaces.msg import CameraBundle
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import MapVisit
@@ -79,10 +82,7 @@ from ovman_mapping.map_messages import (
 )
 from ovman_mapping.segmenter import SegmenterError, make_segmenter
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
-from ovman_sim import bundle, bundle_cdr
-from ovman_sim.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
-from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
-from ovman_sim.world import Observation
+from ovman_ros import bundle, bundle_cdr
 
 NODE_NAME = "mapping_node"
 START_VISIT_SERVICE = "~/start_visit"

@@ -32,7 +32,7 @@ from ovman_core.camera import Intrinsics
 from ovman_core.config import EncoderConfig, MappingConfig, SegmenterConfig, check_ranges
 
 if TYPE_CHECKING:
-    from ovman_sim.world import Observation
+    from ovman_core.observation import Observation
 
 SEGMENTER_KINDS = ("learned", "simulator", "clip")
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import io
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ovman_core.config import EncoderConfig
+from ovman_core.files import atomic_write_bytes
 
 STORE_SUBDIR = Path("ovman") / "text-embeddings"
 HASH_CHUNK_BYTES = 1 << 20
@@ -102,15 +103,9 @@ class TextStore:
                     f"text-embedding cache {self.path}: vectors of shapes {sorted(dims)} for one encoder; "
                     "delete the file (it is rebuilt)"
                 )
-            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    np.savez(out, phrases=np.array(phrases, dtype=str), vectors=np.stack([merged[p] for p in phrases]))
-                os.replace(temporary, self.path)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)
-                raise
+            stream = io.BytesIO()
+            np.savez(stream, phrases=np.array(phrases, dtype=str), vectors=np.stack([merged[p] for p in phrases]))
+            atomic_write_bytes(self.path, stream.getvalue())
         return merged
 
     @contextlib.contextmanager

@@ -19,7 +19,7 @@ from ovman_mapping.instances import InstanceMap
 from ovman_mapping.segmenter import Segmenter, make_segmenter
 
 if TYPE_CHECKING:
-    from ovman_sim.world import Observation
+    from ovman_core.observation import Observation
 
 VISITS = (1, 2)
 

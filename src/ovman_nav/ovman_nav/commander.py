@@ -19,7 +19,7 @@ optionally with its footprint now (nav_node's ``/ovman/target_update``, ovman_in
 used when the goal was sent with ``target_may_move``).
 Positions are in ``map`` (REP 103), metres.
 Like every OVMAN node, its publisher and subscription get no QoS event handlers
-(:class:`ovman_sim.spinning.GraphNode`; set ``OvmanCommander.qos_event_warnings = True`` before
+(:class:`ovman_ros.spinning.GraphNode`; set ``OvmanCommander.qos_event_warnings = True`` before
 creating one for rclpy's incompatible-QoS warnings).
 rclpy must be initialised (``rclpy.init()``) before a commander is created. The commander spins
 its own executor, or the ``executor`` it is given: a program with nodes of its own passes its
@@ -36,6 +36,7 @@ from typing import Any
 from action_msgs.msg import GoalStatus, GoalStatusArray
 from geometry_msgs.msg import Point, PointStamped
 from nav_msgs.msg import Path
+from ovman_ros.spinning import GraphNode
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.executors import Executor, SingleThreadedExecutor
@@ -47,7 +48,6 @@ from ovman_interfaces.action import Navigate
 from ovman_interfaces.msg import TargetUpdate
 from ovman_interfaces.srv import Query
 from ovman_nav.nav_node import ACTION_NAME, LATCHED, PLAN_TOPIC, TARGET_UPDATE_TOPIC
-from ovman_sim.spinning import GraphNode
 
 QUERY_SERVICE = "/ovman/query"
 MOVING_RELATION = "moving"

@@ -32,13 +32,13 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import OvmanConfig
 from ovman_core.grid import Cell, GridError, NavGrid, grid_from_reachable
 from ovman_core.success import embodied_success
 from ovman_core.world_state import AgentPose
 from ovman_nav.astar import Edge, RegionPlan, edge_between, plan_to_region
-from ovman_sim.world import Action, ActionResult
 
 YAW_TOLERANCE_DEG = 1.0
 """(deg) The agent counts as facing a direction when its yaw is this close; simulators report

@@ -52,6 +52,8 @@ import rclpy
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, Pose, PoseStamped
 from nav_msgs.msg import OccupancyGrid, Odometry, Path
+from ovman_ros.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, stamp_of, start_pose_from_msg
+from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -63,6 +65,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Footprint, Vec2
 from ovman_core.config import (
     ConfigError,
@@ -98,9 +101,6 @@ from ovman_nav.executor import (
     navigate,
 )
 from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
-from ovman_sim.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, stamp_of, start_pose_from_msg
-from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
-from ovman_sim.world import Action, ActionResult
 
 NODE_NAME = "nav_node"
 ACTION_NAME = "/ovman/navigate"

@@ -23,7 +23,7 @@ from ovman_query.parser import Query, QueryParser
 from ovman_query.surface_forms import DEFAULT_CATEGORIES
 
 if TYPE_CHECKING:
-    from ovman_sim.world import Observation
+    from ovman_core.observation import Observation
 
 
 def candidates(instance_map: InstanceMap, grounding: Grounding) -> dict[str, Candidate]:

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import rclpy
+from ovman_ros.messages import stamp_of
+from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
@@ -51,8 +53,6 @@ from ovman_query.query_messages import (
     response_msg,
 )
 from ovman_query.query_requests import CachingAgent, HeldMap, RejectedMap, VisitMap, answer_query
-from ovman_sim.messages import stamp_of
-from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 
 NODE_NAME = "query_node"
 ENCODER_NODE = "mapping_node"

@@ -59,10 +59,12 @@ import math
 
 import numpy as np
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Box3, Vec2, Vec3
 from ovman_core.camera import Intrinsics
 from ovman_core.config import SimConfig, check_ranges, load_config
 from ovman_core.frames import optical_axes_thor
+from ovman_core.observation import Observation, pose_observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
 from ovman_sim.conditions import degrade_low_light
 from ovman_sim.floor_grid import FloorGrid, Occupancy
@@ -84,17 +86,7 @@ from ovman_sim.homes import (
 )
 from ovman_sim.render import BoxGeometry, Shading, render
 from ovman_sim.sensor import check_sensor, degrade_depth, noisy_pose
-from ovman_sim.world import (
-    Action,
-    ActionResult,
-    AddObject,
-    Change,
-    Condition,
-    MoveObject,
-    Observation,
-    RemoveObject,
-    pose_observation,
-)
+from ovman_sim.world import AddObject, Change, Condition, MoveObject, RemoveObject
 
 _FLOOR_SLAB = 0.05
 """(m): thickness of the floor and ceiling slabs (only their inner faces are ever seen)."""

@@ -3,8 +3,8 @@
 A recording is a directory (``metadata.yaml`` + ``<name>.mcap``, rosbag2 format version 9, MCAP
 storage with zstd-compressed chunks) that ``ros2 bag play`` replays on a ROS 2 workstation
 (Jazzy or newer read version 9). Every frame is one timestamp of sim time
-(:class:`ovman_sim.bundle.FrameClock`: ``step_dt`` per world step, at least one per frame) on
-these topics (names and layouts in :mod:`ovman_sim.bundle`):
+(:class:`ovman_ros.bundle.FrameClock`: ``step_dt`` per world step, at least one per frame) on
+these topics (names and layouts in :mod:`ovman_ros.bundle`):
 
 - ``/camera/color/image_raw`` sensor_msgs/Image rgb8, ``/camera/depth/image_raw`` 16UC1
   millimetres (0 invalid) when that is lossless (the sensor model's readings), else 32FC1 metres
@@ -65,13 +65,14 @@ if sys.version_info >= (3, 14):
 else:
     from backports.zstd import ZstdError
 
+from ovman_ros.bundle import BundleFormatError, GroundTruthFrame, Transform
+
 from ovman_core.camera import Intrinsics
 from ovman_core.config import FramesConfig
 from ovman_core.frames import camera_angles, ros_to_thor_point
+from ovman_core.observation import Observation
 from ovman_core.world_state import WorldState
-from ovman_sim import bundle
-from ovman_sim.bundle import BundleFormatError, GroundTruthFrame, Transform
-from ovman_sim.world import Observation
+from ovman_ros import bundle
 
 FORMAT_VERSION = 1
 """Version of the topic layout below; readers reject recordings of other versions."""
@@ -119,7 +120,7 @@ class RecordingError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class VisitInfo:
     """What a recording is: ``scene``, ``visit`` (1 or 2), ``step_dt`` (seconds of sim time per
-    world step, see :class:`ovman_sim.bundle.FrameClock`) and the TF frame names used."""
+    world step, see :class:`ovman_ros.bundle.FrameClock`) and the TF frame names used."""
 
     scene: str
     visit: int
@@ -132,7 +133,7 @@ class RecordedFrame:
     """One recorded frame: the observation exactly as the world gave it (no segments when the
     recording has no :data:`SEGMENT_TOPICS`), and the ground-truth state of every object at that
     step (evaluation only). A frame read back also has ``camera``: what a robot's camera gives of
-    it, as mapping_node reads it from the recording's topics (:func:`ovman_sim.bundle.camera_frame`:
+    it, as mapping_node reads it from the recording's topics (:func:`ovman_ros.bundle.camera_frame`:
     colour, depth and camera_info, the pose from ``/camera/pose``, the step from the stamp, no
     segments; the label-blind agent's input). A frame to write needs no ``camera``."""
 
@@ -156,7 +157,7 @@ class VisitWriter:
     """Writes one visit, frame by frame; the recording appears at ``path`` only when closed.
 
     Use as a context manager: on an exception the partial recording is deleted and nothing
-    appears at ``path``. Frames are stamped by :class:`ovman_sim.bundle.FrameClock` (one
+    appears at ``path``. Frames are stamped by :class:`ovman_ros.bundle.FrameClock` (one
     ``step_dt`` per world step, and at least one per frame), so every frame has its own stamp.
     ``segments`` False: the :data:`SEGMENT_TOPICS` are not written (a recording as a robot's
     camera gives it).

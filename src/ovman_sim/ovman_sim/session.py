@@ -4,7 +4,7 @@ A :class:`SimSession` loads a live visit into its World (created lazily from
 ``sim_node.world.kind``, so a node that only replays recordings never starts a simulator) or
 opens a recorded visit; executes primitive actions; plays the coverage tour (live) or the recorded
 frames, optionally writing them as a new recording; and stamps every frame with one
-:class:`ovman_sim.bundle.FrameClock` for its whole life, so stamps never go back across visits.
+:class:`ovman_ros.bundle.FrameClock` for its whole life, so stamps never go back across visits.
 Frames: AI2-THOR world in the core (see :mod:`ovman_sim.world`); the node converts to REP 103.
 """
 
@@ -15,10 +15,13 @@ import enum
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from ovman_ros.bundle import FrameClock
+
+from ovman_core.actions import ActionResult, action_sequence
 from ovman_core.config import OvmanConfig, SimConfig
 from ovman_core.grid import GridError, OccupancyGridFields, grid_from_reachable, to_occupancy_fields
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, WorldState
-from ovman_sim.bundle import FrameClock
 from ovman_sim.recording import (
     RawFrame,
     RecordingError,
@@ -29,7 +32,7 @@ from ovman_sim.recording import (
     read_visit_raw,
 )
 from ovman_sim.tours import tour_observations
-from ovman_sim.world import ActionResult, Condition, Observation, World, action_sequence
+from ovman_sim.world import Condition, World
 
 WORLD_KINDS = ("embedded", "ai2thor")
 

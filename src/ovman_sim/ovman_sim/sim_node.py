@@ -1,6 +1,6 @@
 """sim_node: the simulator (or a recorded visit) on the ROS 2 graph.
 
-Owns one :class:`ovman_sim.session.SimSession` and only converts messages (ovman_sim.messages).
+Owns one :class:`ovman_sim.session.SimSession` and only converts messages (ovman_ros.messages).
 For every frame it publishes one bundle, all with the same stamp (sim time, advancing
 ``node.step_dt`` per world step):
 
@@ -31,7 +31,7 @@ message's bytes, unchanged (:func:`ovman_sim.recording.read_visit_raw`: nothing 
 the labels table), at its recorded stamp (stamps restart with each recording instead of following
 this node's clock), and a ``/clock`` per frame; ``/odom`` is not recorded, so it is not played.
 A ``/camera/bundle`` (not recorded) is composed of the recorded camera messages' bytes, without
-decoding them (:func:`ovman_sim.bundle_cdr.compose`).
+decoding them (:func:`ovman_ros.bundle_cdr.compose`).
 Only when a recording is recorded again (``record_path``) are its frames decoded and published as
 a live frame's.
 
@@ -63,6 +63,21 @@ from typing import Any
 
 import rclpy
 from nav_msgs.msg import OccupancyGrid, Odometry
+from ovman_ros.bundle import BundleFormatError, object_state_from_dict
+from ovman_ros.messages import (
+    CAMERA_MESSAGES,
+    base_pose_msg,
+    bundle_messages,
+    camera_bundle_msg,
+    camera_messages,
+    occupancy_grid_msg,
+    odometry_msg,
+    start_pose_from_msg,
+    static_tf_message,
+    tf_message,
+    time_msg,
+)
+from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
 from rclpy.executors import SingleThreadedExecutor
@@ -77,24 +92,9 @@ from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parame
 from ovman_core.world_state import WorldState
 from ovman_interfaces.msg import CameraBundle
 from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
-from ovman_sim import bundle, bundle_cdr
-from ovman_sim.bundle import BundleFormatError, object_state_from_dict
-from ovman_sim.messages import (
-    CAMERA_MESSAGES,
-    base_pose_msg,
-    bundle_messages,
-    camera_bundle_msg,
-    camera_messages,
-    occupancy_grid_msg,
-    odometry_msg,
-    start_pose_from_msg,
-    static_tf_message,
-    tf_message,
-    time_msg,
-)
+from ovman_ros import bundle, bundle_cdr
 from ovman_sim.recording import RawFrame
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
-from ovman_sim.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
 from ovman_sim.world import Condition
 
 NODE_NAME = "sim_node"

@@ -48,22 +48,14 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Box3, Vec2, Vec3
 from ovman_core.camera import Intrinsics
 from ovman_core.config import SimConfig
+from ovman_core.observation import Observation, pose_observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
 from ovman_sim.conditions import degrade_low_light
-from ovman_sim.world import (
-    Action,
-    ActionResult,
-    AddObject,
-    Change,
-    Condition,
-    MoveObject,
-    Observation,
-    RemoveObject,
-    pose_observation,
-)
+from ovman_sim.world import AddObject, Change, Condition, MoveObject, RemoveObject
 
 INSTALL_HINT = "pip install -e .[thor]"
 THOR_PLATFORMS = ("CloudRendering", "Linux64")

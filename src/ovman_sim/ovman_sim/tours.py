@@ -27,10 +27,12 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import shortest_path
 
+from ovman_core.actions import Action
 from ovman_core.boxes import Vec2
 from ovman_core.config import TourConfig, WorldConfig
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose
-from ovman_sim.world import Action, Observation, World
+from ovman_sim.world import World
 
 
 @dataclasses.dataclass(frozen=True)

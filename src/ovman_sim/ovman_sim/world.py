@@ -10,61 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-
+from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Vec2, Vec3
-from ovman_core.camera import Intrinsics
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
-
-
-class Action(str, enum.Enum):
-    """Primitive actions (AI2-THOR names). Stop ends an episode and does not move the agent."""
-
-    MOVE_AHEAD = "MoveAhead"
-    ROTATE_LEFT = "RotateLeft"
-    ROTATE_RIGHT = "RotateRight"
-    LOOK_UP = "LookUp"
-    LOOK_DOWN = "LookDown"
-    STOP = "Stop"
-
-
-@dataclasses.dataclass(frozen=True)
-class ActionResult:
-    """Outcome of an action or change: ``success``; ``collided`` when a move was blocked."""
-
-    success: bool
-    collided: bool = False
-    message: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Observation:
-    """One synchronised camera bundle.
-
-    - ``rgb``: uint8 (H, W, 3), row 0 at the top.
-    - ``depth``: float32 (H, W), **planar** depth in metres along the optical axis; NaN where
-      invalid (nothing in range, beyond the visibility distance).
-    - ``segments``: int32 (H, W) per-frame segment ids, 0 = no object. Ids are only meaningful
-      within this frame: mapping must fuse by geometry and features, never by id.
-    - ``segment_labels``: segment id → category label (what a segmenter would output).
-    - ``segment_instances``: segment id → ground-truth instance id. Reserved for the oracle arms,
-      diagnostics and the ground-truth channel; the reference agent never reads it.
-    - ``pose``: the agent pose; ``camera_position``: camera centre in the world frame (metres).
-    - ``step``: the world's step counter when the frame was taken (sim time = step × dt).
-    """
-
-    rgb: np.ndarray
-    depth: np.ndarray
-    segments: np.ndarray
-    segment_labels: Mapping[int, str]
-    segment_instances: Mapping[int, str]
-    pose: AgentPose
-    camera_position: Vec3
-    intrinsics: Intrinsics
-    step: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,31 +109,3 @@ class World(Protocol):
 
     def close(self) -> None:
         """Release the simulator."""
-
-
-def pose_observation(pose: AgentPose, camera_position: Vec3, intrinsics: Intrinsics, step: int) -> Observation:
-    """An Observation without images: pose, camera centre (world frame, metres), intrinsics and
-    step as the rendered frame would hold them; rgb, depth and segments 0x0, no segments."""
-    return Observation(
-        rgb=np.zeros((0, 0, 3), dtype=np.uint8),
-        depth=np.zeros((0, 0), dtype=np.float32),
-        segments=np.zeros((0, 0), dtype=np.int32),
-        segment_labels={},
-        segment_instances={},
-        pose=pose,
-        camera_position=camera_position,
-        intrinsics=intrinsics,
-        step=step,
-    )
-
-
-def action_sequence(names: Sequence[str]) -> list[Action]:
-    """Parse AI2-THOR action names; raises ValueError naming the first unknown one."""
-    actions = []
-    for index, name in enumerate(names):
-        try:
-            actions.append(Action(name))
-        except ValueError:
-            valid = ", ".join(a.value for a in Action)
-            raise ValueError(f"action {index}: unknown action {name!r}; expected one of {valid}") from None
-    return actions

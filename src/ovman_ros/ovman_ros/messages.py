@@ -2,7 +2,7 @@
 
 Imports the ROS message packages but never rclpy: every function is a plain conversion that
 unit tests call without a graph. Frames, topics and table layouts are those of
-:mod:`ovman_sim.bundle` (REP 103 on the wire; AI2-THOR's world frame in the core).
+:mod:`ovman_ros.bundle` (REP 103 on the wire; AI2-THOR's world frame in the core).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from ovman_core.config import FramesConfig
 from ovman_core.frames import Quaternion as QuaternionTuple
 from ovman_core.frames import ros_to_thor_point, ros_yaw_to_thor, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
 from ovman_core.grid import OccupancyGridFields
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, WorldState
 from ovman_interfaces.msg import CameraBundle
-from ovman_sim import bundle
-from ovman_sim.world import Observation
+from ovman_ros import bundle
 
 CAMERA_MESSAGES: dict[str, type] = {
     bundle.RGB_TOPIC: Image,
@@ -48,7 +48,7 @@ CAMERA_MESSAGES: dict[str, type] = {
     bundle.CAMERA_INFO_TOPIC: CameraInfo,
     bundle.CAMERA_POSE_TOPIC: PoseStamped,
 }
-"""The message type of each topic of the camera bundle (:data:`ovman_sim.bundle.CAMERA_TOPICS`)."""
+"""The message type of each topic of the camera bundle (:data:`ovman_ros.bundle.CAMERA_TOPICS`)."""
 PLAIN_CAMERA_MESSAGES: dict[str, type] = {
     topic: kind
     for topic, kind in CAMERA_MESSAGES.items()
@@ -249,9 +249,9 @@ def camera_messages(messages: BundleMessages) -> dict[str, Any]:
 
 def camera_bundle_items(message: Any) -> tuple[int, dict[str, Any]]:
     """The stamp (ns) of a CameraBundle (its colour image's) and its six messages keyed by their
-    standard topic, the labels table parsed (:class:`ovman_sim.bundle.LabelTable`), as a
+    standard topic, the labels table parsed (:class:`ovman_ros.bundle.LabelTable`), as a
     synchroniser of the six topics hands them out. ``message``: rclpy's CameraBundle or one decoded
-    by :func:`ovman_sim.bundle_cdr.decode` (same fields). MessageError when another message's stamp
+    by :func:`ovman_ros.bundle_cdr.decode` (same fields). MessageError when another message's stamp
     or the table's ``stamp_ns`` differs."""
     stamp = stamp_of(message.rgb.header)
     try:

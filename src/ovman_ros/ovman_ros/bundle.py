@@ -1,7 +1,7 @@
 """What one synchronised camera bundle carries on the wire: topics, the frame tree and the tables.
 
 Pure Python (no rclpy): the recorder (:mod:`ovman_sim.recording`) and ``sim_node``
-(:mod:`ovman_sim.messages`) build their messages from these values, so a recorded visit and the live
+(:mod:`ovman_ros.messages`) build their messages from these values, so a recorded visit and the live
 graph carry the same topics, frames and numbers.
 
 Wire frames are REP 103 (x forward, y left, z up, metres; quaternions (x, y, z, w)); the tree is
@@ -37,8 +37,8 @@ from ovman_core.frames import (
     thor_yaw_to_ros,
     yaw_quaternion,
 )
+from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
-from ovman_sim.world import Observation
 
 RGB_TOPIC = "/camera/color/image_raw"
 """sensor_msgs/Image, ``rgb8``, frame ``camera_optical_frame``."""

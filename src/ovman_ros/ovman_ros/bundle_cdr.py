@@ -16,7 +16,7 @@ A CameraBundle carries the six messages of a frame's standard camera topics, unc
 - :func:`decode`: a subscriber that takes the bundle raw (``raw=True``) reads it with rosbags'
   CDR deserialiser, whose image ``data`` and CameraInfo arrays are read-only numpy views of the
   received bytes (no copy; rclpy's typed take copies each image twice). The result has the fields
-  of the rclpy message, under the same names, so the conversions of :mod:`ovman_sim.messages`
+  of the rclpy message, under the same names, so the conversions of :mod:`ovman_ros.messages`
   and :mod:`ovman_mapping.map_messages` read either.
 
 The type's definition for rosbags is taken from the generated rclpy message class (its members
@@ -34,7 +34,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
 from ovman_interfaces.msg import CameraBundle
-from ovman_sim import bundle
+from ovman_ros import bundle
 
 TYPE_NAME = "ovman_interfaces/msg/CameraBundle"
 _ALIGNMENT = {"pose": 8, "camera_info": 8}
