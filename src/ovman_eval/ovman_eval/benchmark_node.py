@@ -60,14 +60,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import rclpy
 from geometry_msgs.msg import Point, PointStamped
 from nav_msgs.msg import OccupancyGrid
 from ovman_ros.bundle import (
@@ -80,18 +78,18 @@ from ovman_ros.bundle import (
     parse_ground_truth_json,
 )
 from ovman_ros.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
-from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time
+from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.client import Client
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from ovman_core.actions import Action
 from ovman_core.boxes import Footprint, Vec2
-from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
+from ovman_core.config import ConfigError, OvmanConfig, load_config
 from ovman_core.frames import ros_to_thor_point, thor_to_ros_point
 from ovman_core.grid import from_occupancy_fields
 from ovman_core.observation import Observation
@@ -364,13 +362,7 @@ class BenchmarkNode(GraphNode):
     # ---------------------------------------------------------------- parameters
 
     def _declare_parameters(self, config: OvmanConfig) -> tuple[OvmanConfig, dict[str, Any]]:
-        defaults = node_parameters(config, NODE_NAME)
-        declare_config_parameters(self, {**defaults, **RUN_PARAMETERS})
-        values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
-        try:
-            updated = with_parameters(config, NODE_NAME, values)
-        except ConfigError as err:
-            raise ConfigError(f"{NODE_NAME} parameters: {err}") from err
+        updated = config_from_parameters(self, config, [(NODE_NAME, "")], RUN_PARAMETERS)
         return updated, {name: self.get_parameter(name).value for name in RUN_PARAMETERS}
 
     # ---------------------------------------------------------------- callbacks
@@ -991,26 +983,9 @@ class BenchmarkNode(GraphNode):
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Console script ``benchmark_node``: run the benchmark through the graph, then exit with its code."""
-    rclpy.init(args=list(args) if args is not None else sys.argv)
-    node = None
-    try:
-        try:
-            node = BenchmarkNode()
-        except ConfigError as err:
-            print(f"{NODE_NAME}: cannot start: {err}", file=sys.stderr, flush=True)
-            return 2
-        return node.run()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        return 130  # interrupted: the partial results stay for a resume
-    finally:
-        # rclpy's handler shuts the context down and Python raises KeyboardInterrupt a little later:
-        # let neither (nor a second Ctrl-C) cut the clean-up short; the launcher escalates if needed.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if node is not None:
-            report_cpu_time(node.get_name())
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """Console script ``benchmark_node``: run the benchmark through the graph, then exit with its
+    code (2 when it cannot start, 130 when interrupted: the partial results stay for a resume)."""
+    return run_node(NODE_NAME, BenchmarkNode, args, cannot_start=2, run=lambda node: node.run())
 
 
 if __name__ == "__main__":

@@ -45,22 +45,19 @@ dotted name (e.g. ``encoder.kind``, ``node.start_visit``), read at start-up; the
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-import rclpy
 from ovman_ros.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
-from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
+from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from visualization_msgs.msg import MarkerArray
 
-from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
+from ovman_core.config import ConfigError, OvmanConfig, load_config
 from ovman_core.observation import Observation
 from ovman_interfaces.msg import CameraBundle
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
@@ -177,13 +174,7 @@ class MappingNode(GraphNode):
     # ---------------------------------------------------------------- parameters
 
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
-        defaults = node_parameters(config, NODE_NAME)
-        declare_config_parameters(self, defaults)
-        values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
-        try:
-            updated = with_parameters(config, NODE_NAME, values)
-        except ConfigError as err:
-            raise ConfigError(f"{NODE_NAME} parameters: {err}") from err
+        updated = config_from_parameters(self, config, [(NODE_NAME, "")])
         self.add_on_set_parameters_callback(self._on_set_parameters)
         return updated
 
@@ -330,25 +321,11 @@ class MappingNode(GraphNode):
             self.destroy_timer(timer)
 
 
-def main(args: Sequence[str] | None = None) -> None:
-    """Console script ``mapping_node``: spin (frames and services on one thread) until Ctrl-C."""
-    rclpy.init(args=list(args) if args is not None else sys.argv)
-    node = None
-    try:
-        try:
-            node = MappingNode()
-        except ConfigError as err:  # a bad config file or parameter: the message says which
-            print(f"mapping_node: cannot start: {err}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        spin_until_shutdown(executor)
-    finally:
-        if node is not None:
-            report_cpu_time(node.get_name())
-            node.destroy_node()
-        rclpy.try_shutdown()
+def main(args: Sequence[str] | None = None) -> int:
+    """Console script ``mapping_node``: spin (frames and services on one thread) until Ctrl-C;
+    0 then, 1 when it cannot start."""
+    return run_node("mapping_node", MappingNode, args)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

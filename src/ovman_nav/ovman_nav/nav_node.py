@@ -41,19 +41,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import threading
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, Pose, PoseStamped
 from nav_msgs.msg import OccupancyGrid, Odometry, Path
 from ovman_ros.messages import floor_pose_msg, header_msg, occupancy_grid_msg, pose_msg, stamp_of, start_pose_from_msg
-from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
+from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -73,7 +71,6 @@ from ovman_core.config import (
     OvmanConfig,
     SimConfig,
     load_config,
-    node_parameters,
     with_parameters,
 )
 from ovman_core.frames import ros_to_thor_point, thor_to_ros_point, thor_yaw_to_ros, yaw_quaternion
@@ -418,9 +415,7 @@ class NavNode(GraphNode):
 
     def __init__(self, config: OvmanConfig, world: NavigableWorld | None = None, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
-        declare_config_parameters(self, node_parameters(config, NODE_NAME))
-        overrides = {name: self.get_parameter(name).value for name in node_parameters(config, NODE_NAME)}
-        self.config = with_parameters(config, NODE_NAME, overrides)
+        self.config = config_from_parameters(self, config, [(NODE_NAME, "")])
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         self.add_on_set_parameters_callback(self._on_set_parameters)
         nav = self.config.nav_node.navigation
@@ -659,29 +654,14 @@ class NavNode(GraphNode):
         super().destroy_node()
 
 
-def main(args: list[str] | None = None) -> int:
-    """Start nav_node; 0 after Ctrl-C or an external shutdown, 1 when it cannot start."""
-    rclpy.init(args=args)
-    node: NavNode | None = None
-    try:
-        try:
-            node = NavNode(load_config())
-        except (ConfigError, ValueError, RuntimeError) as err:  # bad config, no Nav2, a scene that fails to load
-            print(f"nav_node: cannot start: {err}", file=sys.stderr, flush=True)
-            return 1
-        # One thread serves every callback; a running goal has its own (NavNode._execute). A
-        # MultiThreadedExecutor here was measured to accept some goals seconds late.
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        spin_until_shutdown(executor)
-    except KeyboardInterrupt:
-        return 0  # Ctrl-C before the executor spins
-    finally:
-        if node is not None:
-            report_cpu_time(node.get_name())
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+def main(args: Sequence[str] | None = None) -> int:
+    """Start nav_node; 0 after Ctrl-C or an external shutdown, 1 when it cannot start (a bad
+    config, no Nav2, a scene that fails to load). One thread serves every callback; a running goal
+    has its own (NavNode._execute): a MultiThreadedExecutor was measured to accept some goals
+    seconds late."""
+    return run_node(
+        "nav_node", lambda: NavNode(load_config()), args, startup_errors=(ConfigError, ValueError, RuntimeError)
+    )
 
 
 if __name__ == "__main__":

@@ -21,20 +21,17 @@ maps), under their dotted names; read at start-up. Frames: REP 103 ``map`` on th
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-import rclpy
 from ovman_ros.messages import stamp_of
-from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
+from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from visualization_msgs.msg import MarkerArray
 
-from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
+from ovman_core.config import OvmanConfig, load_config
 from ovman_interfaces.msg import ChangeSet
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import Query
@@ -91,20 +88,7 @@ class QueryNode(GraphNode):
     # ---------------------------------------------------------------- parameters
 
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
-        own = node_parameters(config, NODE_NAME)
-        encoder = {
-            name: value
-            for name, value in node_parameters(config, ENCODER_NODE).items()
-            if name.startswith(ENCODER_PREFIX)
-        }
-        declare_config_parameters(self, {**own, **encoder})
-        try:
-            updated = with_parameters(config, NODE_NAME, {n: parameter_value(self.get_parameter(n).value) for n in own})
-            updated = with_parameters(
-                updated, ENCODER_NODE, {n: parameter_value(self.get_parameter(n).value) for n in encoder}
-            )
-        except ConfigError as err:
-            raise ConfigError(f"{NODE_NAME} parameters: {err}") from err
+        updated = config_from_parameters(self, config, [(NODE_NAME, ""), (ENCODER_NODE, ENCODER_PREFIX)])
         self.add_on_set_parameters_callback(self._on_set_parameters)
         return updated
 
@@ -158,25 +142,10 @@ class QueryNode(GraphNode):
         return response_msg(outcome, frame, stamp, response)
 
 
-def main(args: Sequence[str] | None = None) -> None:
-    """Console script ``query_node``: spin until Ctrl-C or an external shutdown."""
-    rclpy.init(args=list(args) if args is not None else sys.argv)
-    node = None
-    try:
-        try:
-            node = QueryNode()
-        except ConfigError as err:  # a bad config file or parameter: the message says which
-            print(f"query_node: cannot start: {err}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        spin_until_shutdown(executor)
-    finally:
-        if node is not None:
-            report_cpu_time(node.get_name())
-            node.destroy_node()
-        rclpy.try_shutdown()
+def main(args: Sequence[str] | None = None) -> int:
+    """Console script ``query_node``: spin until Ctrl-C or an external shutdown. 0 then, 1 when it cannot start."""
+    return run_node("query_node", QueryNode, args)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

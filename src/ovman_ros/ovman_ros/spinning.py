@@ -19,27 +19,32 @@ building its wait set at that moment fails with ``RCLError`` ("the given context
 instead of raising ``ExternalShutdownException``; the more threads spin (MultiThreadedExecutor),
 the likelier. After a shutdown that error is the normal end, not a failure of the node.
 
-:func:`report_cpu_time`: every node's ``main`` prints, as it exits, the CPU time its process used
-(one line on stderr, so in its log under ``ovman launch``); :func:`cpu_time_reports` reads those
-lines back (``benchmarks/bench_graph_overhead.py`` shows the graph's CPU node by node).
+:func:`run_node` is every node's main (see there). :func:`report_cpu_time`: every node prints,
+as it exits, the CPU time its process used (one line on stderr, so in its log under ``ovman
+launch``); :func:`cpu_time_reports` reads those lines back (``benchmarks/bench_graph_overhead.py``
+shows the graph's CPU node by node).
 """
 
 from __future__ import annotations
 
 import re
 import resource
+import signal
 import sys
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.exceptions import InvalidParameterTypeException, ParameterException
-from rclpy.executors import Executor, ExternalShutdownException
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from ovman_core.config import ConfigError, parameter_value
+from ovman_core.config import ConfigError, OvmanConfig, node_parameters, parameter_value, with_parameters
 
 
 class GraphNode(Node):
@@ -107,6 +112,34 @@ def declare_config_parameters(node: Node, defaults: dict[str, Any]) -> None:
             )
 
 
+def config_from_parameters(
+    node: Node,
+    config: OvmanConfig,
+    sections: Sequence[tuple[str, str]],
+    extra: dict[str, Any] | None = None,
+) -> OvmanConfig:
+    """``config`` with ``node``'s ROS parameters applied: every key of each ``(owner, prefix)``
+    section (the config keys of node ``owner`` that start with ``prefix``; ``""``: all of them) is
+    declared as a parameter typed by its default, and so is every key of ``extra`` (parameters the
+    node reads itself); then the values the node was started with replace the file's. ConfigError
+    naming the node and the key for a value of the wrong type or out of range."""
+    groups = [
+        (owner, {name: value for name, value in node_parameters(config, owner).items() if name.startswith(prefix)})
+        for owner, prefix in sections
+    ]
+    declare_config_parameters(
+        node, {name: value for _, group in groups for name, value in group.items()} | (extra or {})
+    )
+    updated = config
+    try:
+        for owner, defaults in groups:
+            values = {name: parameter_value(node.get_parameter(name).value) for name in defaults}
+            updated = with_parameters(updated, owner, values)
+    except ConfigError as err:
+        raise ConfigError(f"{node.get_name()} parameters: {err}") from err
+    return updated
+
+
 def _article(noun: str) -> str:
     return "an" if noun[0] in "aeiou" else "a"
 
@@ -121,6 +154,57 @@ def spin_until_shutdown(executor: Executor) -> None:
     except RCLError:
         if executor.context.ok():
             raise
+
+
+INTERRUPTED = 130
+"""Exit status of a run cut short by Ctrl-C (128 + SIGINT), for nodes that run to an end."""
+
+
+def run_node(
+    name: str,
+    make_node: Callable[[], Node],
+    args: Sequence[str] | None = None,
+    *,
+    startup_errors: tuple[type[Exception], ...] = (ConfigError,),
+    cannot_start: int = 1,
+    run: Callable[[Any], int] | None = None,
+) -> int:
+    """Every OVMAN node's main: init rclpy with ``args`` (None: ``sys.argv``), make the node, then
+    spin it on one thread until Ctrl-C or an external shutdown (exit status 0), or, given ``run``,
+    return ``run(node)`` (:data:`INTERRUPTED` when Ctrl-C ends it).
+
+    A node that cannot start (one of ``startup_errors``: a bad config file or parameter, a scene
+    that fails to load) prints ``<name>: cannot start: <why>`` with no traceback and returns
+    ``cannot_start``. However it ends, the node is destroyed and its process's CPU time reported
+    (:func:`report_cpu_time`), with a second Ctrl-C ignored meanwhile so that no traceback cuts the
+    clean-up short (rclpy's handler has shut the context down already)."""
+    rclpy.init(args=list(args) if args is not None else sys.argv)
+    node = None
+    try:
+        try:
+            node = make_node()
+        except startup_errors as err:
+            print(f"{name}: cannot start: {err}", file=sys.stderr, flush=True)
+            return cannot_start
+        if run is not None:
+            return run(node)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spin_until_shutdown(executor)
+        return 0
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return INTERRUPTED if run is not None else 0
+    finally:
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+        try:
+            report_cpu_time(name if node is None else node.get_name())
+            if node is not None:
+                node.destroy_node()
+            rclpy.try_shutdown()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
 
 
 CPU_REPORT = "{name}: process CPU {user:.2f} s user + {system:.2f} s system"

@@ -56,12 +56,10 @@ the core works in AI2-THOR's world frame.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import rclpy
 from nav_msgs.msg import OccupancyGrid, Odometry
 from ovman_ros.bundle import BundleFormatError, object_state_from_dict
 from ovman_ros.messages import (
@@ -77,10 +75,9 @@ from ovman_ros.messages import (
     tf_message,
     time_msg,
 )
-from ovman_ros.spinning import GraphNode, declare_config_parameters, report_cpu_time, spin_until_shutdown
+from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -88,7 +85,7 @@ from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
-from ovman_core.config import ConfigError, OvmanConfig, load_config, node_parameters, parameter_value, with_parameters
+from ovman_core.config import ConfigError, OvmanConfig, load_config, with_parameters
 from ovman_core.world_state import WorldState
 from ovman_interfaces.msg import CameraBundle
 from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
@@ -189,13 +186,7 @@ class SimNode(GraphNode):
     # ---------------------------------------------------------------- parameters
 
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
-        defaults = node_parameters(config, NODE_NAME)
-        declare_config_parameters(self, defaults)
-        values = {name: parameter_value(self.get_parameter(name).value) for name in defaults}
-        try:
-            updated = with_parameters(config, NODE_NAME, values)
-        except ConfigError as err:
-            raise ConfigError(f"{NODE_NAME} parameters: {err}") from err
+        updated = config_from_parameters(self, config, [(NODE_NAME, "")])
         self.add_on_set_parameters_callback(self._on_set_parameters)
         return updated
 
@@ -404,25 +395,10 @@ def _condition(name: str) -> Condition:
         raise SessionError(f"LoadVisit.condition {name!r}: expected one of {expected} (or empty)") from None
 
 
-def main(args: Sequence[str] | None = None) -> None:
-    """Console script ``sim_node``: spin until Ctrl-C or an external shutdown."""
-    rclpy.init(args=list(args) if args is not None else sys.argv)
-    node = None
-    try:
-        try:
-            node = SimNode()
-        except ConfigError as err:  # a bad config file or parameter: the message says which
-            print(f"sim_node: cannot start: {err}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        spin_until_shutdown(executor)
-    finally:
-        if node is not None:
-            report_cpu_time(node.get_name())
-            node.destroy_node()
-        rclpy.try_shutdown()
+def main(args: Sequence[str] | None = None) -> int:
+    """Console script ``sim_node``: spin until Ctrl-C or an external shutdown. 0 then, 1 when it cannot start."""
+    return run_node("sim_node", SimNode, args)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""Every node's main (ovman_ros.spinning.run_node): Ctrl-C ends it with exit code 0 and no
+traceback; a bad parameter stops it at start-up with one line and exit code 1."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from .processes import NodeProcess
+
+NODES = ["ovman_query.query_node", "ovman_mapping.mapping_node", "ovman_sim.sim_node", "ovman_nav.nav_node"]
+UP_TIMEOUT_S = 60.0
+
+
+def _wait_for_node(name: str, context, timeout: float) -> None:
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    probe = Node("test_node_mains_probe", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(probe)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if name in probe.get_node_names():
+                return
+            executor.spin_once(timeout_sec=0.2)
+        raise AssertionError(f"{name} did not appear within {timeout} s")
+    finally:
+        executor.shutdown()
+        probe.destroy_node()
+
+
+@pytest.mark.parametrize("module", NODES)
+def test_ctrl_c_ends_a_node_with_exit_code_0_and_no_traceback(module, rclpy_context, tmp_path):
+    name = module.rsplit(".", 1)[1]
+    node = NodeProcess([sys.executable, "-m", module], tmp_path / f"{name}.log", name)
+    try:
+        _wait_for_node(name, rclpy_context, UP_TIMEOUT_S)
+    except AssertionError:
+        node.stop()
+        raise AssertionError(node.diagnosis()) from None
+    code = node.stop()
+    log = node.log_path.read_text(errors="replace")
+    assert code == 0, node.diagnosis()
+    assert "Traceback" not in log, log
+    assert f"{name}: process CPU" in log
+
+
+@pytest.mark.parametrize("module", NODES)
+def test_a_bad_parameter_stops_a_node_at_start_up_with_one_line(module, ros_env, tmp_path):
+    name = module.rsplit(".", 1)[1]
+    args = [sys.executable, "-m", module, "--ros-args", "-p", "ros.qos_event_warnings:=3"]
+    node = NodeProcess(args, tmp_path / f"{name}.log", name)
+    try:
+        code = node.process.wait(timeout=UP_TIMEOUT_S)
+    finally:
+        node.stop()
+    log = node.log_path.read_text(errors="replace")
+    assert code == 1, node.diagnosis()
+    assert f"{name}: cannot start: " in log and "ros.qos_event_warnings" in log, log
+    assert "Traceback" not in log, log
