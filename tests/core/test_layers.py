@@ -22,9 +22,8 @@ ALLOWED = {
     "ovman_eval": {"ovman_core", "ovman_ros", "ovman_sim", "ovman_mapping", "ovman_query", "ovman_nav"},
 }
 """Package → the OVMAN packages it may import (ovman_interfaces, the generated messages, is free)."""
-KNOWN = {("ovman_nav", "nav_node.py", "ovman_sim")}
-"""Imports still to move (issue 24): nav_node drives an in-process world when
-``navigation.scene`` is set."""
+KNOWN: set[tuple[str, str, str]] = set()
+"""(package, module, imported) pairs still to move (issue 24): none."""
 
 
 def imports(path: Path) -> set[str]:

@@ -62,3 +62,14 @@ def test_a_bad_parameter_stops_a_node_at_start_up_with_one_line(module, ros_env,
     assert code == 1, node.diagnosis()
     assert f"{name}: cannot start: " in log and "ros.qos_event_warnings" in log, log
     assert "Traceback" not in log, log
+
+
+def test_nav_node_never_drives_a_simulator_itself_and_says_what_does(ros_env, tmp_path):
+    args = [sys.executable, "-m", "ovman_nav.nav_node", "--ros-args", "-p", "navigation.scene:=embedded-3"]
+    node = NodeProcess(args, tmp_path / "nav_node.log", "nav_node")
+    try:
+        code = node.process.wait(timeout=UP_TIMEOUT_S)
+    finally:
+        node.stop()
+    log = node.log_path.read_text(errors="replace")
+    assert code == 1 and "python -m ovman_eval.nav_in_world" in log, node.diagnosis()

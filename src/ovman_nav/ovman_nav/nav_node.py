@@ -25,9 +25,9 @@ Interfaces:
 - ``/map`` (nav_msgs/OccupancyGrid, transient local): the reachable grid at each goal, published
   only when no other node (sim_node) publishes ``/map``.
 
-The World the builtin backend drives: with ``navigation.scene`` set (e.g. ``embedded-3``) the
-node owns one, created from ``sim_node.world.kind`` and loaded at start-up; with an empty scene it
-drives sim_node over DDS (:class:`SimNodeWorld`: actions through ``/sim_node/act``, or, for a
+The World the builtin backend drives: the one it is given (``python -m ovman_eval.nav_in_world``
+gives it a world of ``sim_node.world.kind`` with ``navigation.scene`` loaded: ovman_nav never imports
+the simulator), else sim_node's over DDS (:class:`SimNodeWorld`: actions through ``/sim_node/act``, or, for a
 fixed target, the predicted actions of the plan through ``/sim_node/act_sequence``, up to
 ``navigation.sequence_actions`` per round trip; the reachable grid from sim_node's latched
 ``/map``, the pose from ``/odom``). A goal finding neither aborts with SIM_FAILURE. A cancel
@@ -43,7 +43,7 @@ import dataclasses
 import math
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,7 +69,6 @@ from ovman_core.config import (
     ConfigError,
     NavigationParams,
     OvmanConfig,
-    SimConfig,
     load_config,
     with_parameters,
 )
@@ -230,22 +229,6 @@ def result_message(result: NavResult, header: Any) -> Navigate.Result:
     else:
         message.final_pose.header = header
     return message
-
-
-def make_world(sim: SimConfig, scene: str) -> NavigableWorld:
-    """The world of ``sim.world.kind`` with ``scene`` loaded (lazy imports: only what is used)."""
-    if sim.world.kind == "embedded":
-        from ovman_sim.embedded import EmbeddedWorld
-
-        world: Any = EmbeddedWorld(sim)
-    elif sim.world.kind == "ai2thor":
-        from ovman_sim.thor import ThorWorld
-
-        world = ThorWorld(sim)
-    else:
-        raise ConfigError(f"sim_node.world.kind = {sim.world.kind!r}; expected embedded or ai2thor")
-    world.reset(scene)
-    return world
 
 
 class SimNodeWorld:
@@ -413,7 +396,15 @@ def occupancy_fields(message: OccupancyGrid) -> OccupancyGridFields:
 class NavNode(GraphNode):
     """Navigate action server; see the module docstring."""
 
-    def __init__(self, config: OvmanConfig, world: NavigableWorld | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        config: OvmanConfig,
+        world_factory: Callable[[OvmanConfig], NavigableWorld] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``world_factory``: makes the world to drive from the node's config (its parameters
+        applied) when ``navigation.scene`` is set; None: sim_node's world over DDS, and a scene is
+        refused (ovman_nav never imports the simulator: ``python -m ovman_eval.nav_in_world``)."""
         super().__init__(NODE_NAME, **kwargs)
         self.config = config_from_parameters(self, config, [(NODE_NAME, "")])
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
@@ -423,10 +414,16 @@ class NavNode(GraphNode):
             raise ConfigError(f"navigation.backend = {nav.backend!r}; expected builtin or nav2")
         group = ReentrantCallbackGroup()
         self.sim: SimNodeWorld | None = None
-        if world is None and nav.scene:
-            world = make_world(self.config.sim_node, nav.scene)
+        world: NavigableWorld | None = None
+        if nav.scene:
+            if world_factory is None:
+                raise ConfigError(
+                    f"navigation.scene = {nav.scene!r}: nav_node drives sim_node's world over DDS; to drive a world "
+                    "in process, start `python -m ovman_eval.nav_in_world` (nav_node with the simulator in its process)"
+                )
+            world = world_factory(self.config)
             self.get_logger().info(f"driving its own {self.config.sim_node.world.kind} world, scene {nav.scene}")
-        elif world is None and nav.backend == "builtin":
+        elif nav.backend == "builtin":
             self.sim = SimNodeWorld(self, group, nav)
             self.get_logger().info(f"driving sim_node's world through {SIM_ACT_SERVICE}")
         self.world = world
@@ -595,7 +592,7 @@ class NavNode(GraphNode):
                 raise GoalError(
                     NavError.SIM_FAILURE,
                     f"nav_node has no world to drive: {problem}; run sim_node with a live visit, or start "
-                    "nav_node with navigation.scene set (e.g. embedded-3)",
+                    "`python -m ovman_eval.nav_in_world` with navigation.scene set (e.g. embedded-3)",
                 )
             if not goal.target_may_move:
                 # A target that may move is followed by sight; a Stop would publish one more frame.
