@@ -123,3 +123,27 @@ def test_the_start_up_handshake_sends_again_until_answered_and_names_a_node_that
         node._executor.remove_node(server)
         server.destroy_node()
         node.destroy_node()
+
+
+def test_benchmark_node_serves_its_parameters_and_refuses_changes(rclpy_context) -> None:
+    from rcl_interfaces.srv import GetParameters, SetParameters
+    from rclpy.parameter import Parameter
+
+    node = BenchmarkNode(CONFIG, context=rclpy_context)
+    probe = rclpy.create_node("param_probe", context=rclpy_context)
+    node._executor.add_node(probe)
+    try:
+        get = probe.create_client(GetParameters, "/benchmark_node/get_parameters")
+        put = probe.create_client(SetParameters, "/benchmark_node/set_parameters")
+        assert get.wait_for_service(timeout_sec=START_TIMEOUT_S) and put.wait_for_service(timeout_sec=START_TIMEOUT_S)
+        future = get.call_async(GetParameters.Request(names=["benchmark.workers"]))
+        node._executor.spin_until_future_complete(future, timeout_sec=START_TIMEOUT_S)
+        assert future.result().values[0].integer_value == CONFIG.benchmark_node.benchmark.workers
+        change = Parameter("benchmark.workers", value=7).to_parameter_msg()
+        future = put.call_async(SetParameters.Request(parameters=[change]))
+        node._executor.spin_until_future_complete(future, timeout_sec=START_TIMEOUT_S)
+        (result,) = future.result().results
+        assert not result.successful and "start a new run" in result.reason
+    finally:
+        probe.destroy_node()
+        node.destroy_node()

@@ -79,7 +79,7 @@ from ovman_ros.bundle import (
 )
 from ovman_ros.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
-from rcl_interfaces.msg import ParameterType
+from rcl_interfaces.msg import ParameterType, SetParametersResult
 from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
@@ -287,9 +287,11 @@ class BenchmarkNode(GraphNode):
     """See the module docstring. Single-threaded: :meth:`run` spins the node while it waits."""
 
     def __init__(self, config: OvmanConfig | None = None, **kwargs: Any) -> None:
-        # Its parameters are read once, here: no parameter services to serve (they are waited on too).
-        super().__init__(NODE_NAME, start_parameter_services=False, **kwargs)
+        # Its parameters are read once, here; the parameter services answer (ros2 param list, get,
+        # dump) while the run spins the node, and refuse changes.
+        super().__init__(NODE_NAME, **kwargs)
         self.config, self.run_inputs = self._declare_parameters(config if config is not None else load_config())
+        self.add_on_set_parameters_callback(self._on_set_parameters)
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         self.waits = self.config.benchmark_node.node
         self._step_ns = round(self.config.mapping_node.node.step_dt * 1e9)
@@ -364,6 +366,12 @@ class BenchmarkNode(GraphNode):
     def _declare_parameters(self, config: OvmanConfig) -> tuple[OvmanConfig, dict[str, Any]]:
         updated = config_from_parameters(self, config, [(NODE_NAME, "")], RUN_PARAMETERS)
         return updated, {name: self.get_parameter(name).value for name in RUN_PARAMETERS}
+
+    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        names = ", ".join(p.name for p in parameters)
+        return SetParametersResult(
+            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; start a new run to change {names}"
+        )
 
     # ---------------------------------------------------------------- callbacks
 
