@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import rclpy
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from ovman_ros.qos import LATCHED as MAP_QOS
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
@@ -45,18 +45,18 @@ from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import Query
 from ovman_mapping.encoders import label_text
 from ovman_mapping.instances import InstanceMap
-from ovman_mapping.map_messages import MAP_TOPIC, instance_map_from_msg, instance_map_msg
+from ovman_mapping.map_messages import instance_map_from_msg, instance_map_msg
 from ovman_query.agent import ReferenceAgent
 from ovman_query.parser import ParseError
-from ovman_query.query_messages import QUERY_SERVICE, request_from_msg
+from ovman_query.query_messages import request_from_msg
 from ovman_query.query_requests import CachingAgent, VisitMap, answer_query
 from ovman_query.surface_forms import PHRASINGS, phrase
+from ovman_ros import names
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.tours import tour_observations
 from ovman_sim.world import MoveObject
 
 TIMEOUT_S = 120.0
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 GOAL_MS = 5.0
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -134,18 +134,20 @@ def main() -> int:
             # Stamps in order: visit 2 is newer, as mapping_node publishes them.
             stamp = probe.get_clock().now().to_msg()
             message = instance_map_msg(instance_map, list(range(instance_map.frames)), config.frames.map, stamp)
-            publisher = probe.create_publisher(InstanceMapMsg, MAP_TOPIC.format(visit=instance_map.visit), LATCHED)
+            publisher = probe.create_publisher(
+                InstanceMapMsg, names.VISIT_MAP.format(visit=instance_map.visit), MAP_QOS
+            )
             publisher.publish(message)
             messages.append(message)
-        client = probe.create_client(Query, QUERY_SERVICE)
+        client = probe.create_client(Query, names.QUERY)
         if not client.wait_for_service(timeout_sec=TIMEOUT_S):
-            raise RuntimeError(f"{QUERY_SERVICE} did not appear; query_node log: {log}")
+            raise RuntimeError(f"{names.QUERY} did not appear; query_node log: {log}")
 
         def call(request: Query.Request) -> Query.Response:
             future = client.call_async(request)
             rclpy.spin_until_future_complete(probe, future, timeout_sec=TIMEOUT_S)
             if not future.done():
-                raise RuntimeError(f"{QUERY_SERVICE} did not answer; query_node log: {log}")
+                raise RuntimeError(f"{names.QUERY} did not answer; query_node log: {log}")
             return future.result()
 
         deadline = time.monotonic() + TIMEOUT_S
@@ -193,7 +195,7 @@ def main() -> int:
         node.send_signal(signal.SIGINT)
         node.wait(timeout=TIMEOUT_S)
 
-    names = {
+    status_names = {
         getattr(Query.Response, n): n for n in ("ANSWERED", "ABSTAINED", "PARSE_FAILED", "NO_MAP", "INVALID_REQUEST")
     }
     s50, s95 = percentiles(service_times)
@@ -203,7 +205,8 @@ def main() -> int:
         f"load average (1 min) {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; encoder {agent.encoder_description}"
     )
     print(
-        f"{len(batch)} queries over {categories}: " + ", ".join(f"{names[k]} {v}" for k, v in sorted(statuses.items()))
+        f"{len(batch)} queries over {categories}: "
+        + ", ".join(f"{status_names[k]} {v}" for k, v in sorted(statuses.items()))
     )
     print(f"BLAS/OpenMP threads per process {threads}")
     print(f"core directly, ReferenceAgent        p50 {p50:7.3f} ms  p95 {p95:7.3f} ms (association every query)")

@@ -2,8 +2,10 @@
 
     ros2 launch ovman_eval benchmark.launch.py dataset:=/data/ovman-single
     ros2 launch ovman_eval benchmark.launch.py dataset:=/data/ovman-single arms:=two_visit,given_answer rviz:=true
+    ros2 launch ovman_eval benchmark.launch.py dataset:=/data/ovman-single namespace:=run1   # beside another
 
-Starts sim_node, the player (a second sim_node that plays the recorded tours under /player),
+Starts sim_node, the player (a second sim_node that plays the recorded tours, in the namespace
+``player`` under the graph's),
 mapping_node, query_node, nav_node and benchmark_node as described by
 :mod:`ovman_eval.graph` (the description ``ovman launch benchmark`` starts too), every node with
 its parameters from the configuration (``config:=`` or the ovman.yaml installed in this package's
@@ -42,6 +44,7 @@ def _node(spec: graph.NodeSpec) -> Node:
         package=spec.package,
         executable=spec.executable,
         name=spec.name,
+        namespace=spec.namespace,
         parameters=[dict(spec.parameters)] if spec.parameters else [],
         remappings=list(spec.remappings),
         arguments=list(spec.arguments),
@@ -72,14 +75,17 @@ def _graph_actions(context) -> list:
                     )
                 )
             )
-    if graph.parse_bool(values["rviz"], "rviz"):
-        actions.append(_node(graph.rviz_node(graph.share_path(share, graph.RVIZ_FILE))))
+    if options.rviz:
+        actions.append(_node(graph.rviz_node(graph.share_path(share, graph.RVIZ_FILE), options.namespace)))
     return actions
 
 
 def generate_launch_description() -> LaunchDescription:
+    # An argument without a default (dataset) is required: launch reports it missing by name.
     arguments = [
-        DeclareLaunchArgument(argument.name, default_value=argument.default, description=argument.description)
+        DeclareLaunchArgument(argument.name, description=argument.description)
+        if argument.default is None
+        else DeclareLaunchArgument(argument.name, default_value=argument.default, description=argument.description)
         for argument in graph.LAUNCH_ARGUMENTS
     ]
     return LaunchDescription([*arguments, OpaqueFunction(function=_graph_actions)])

@@ -74,19 +74,43 @@ def test_the_graph_is_six_nodes_each_a_module_with_its_console_script(dataset: P
         assert f"{node.executable} = {node.module}:main" in setup, (node.package, node.executable)
 
 
-def test_the_player_plays_the_tours_on_its_own_topics_and_mapping_node_maps_those(dataset: Path):
-    from ovman_ros import bundle
+def test_the_player_plays_the_tours_in_its_own_namespace_and_mapping_node_maps_those(dataset: Path):
+    from ovman_ros import names
 
     nodes = {n.name: n for n in graph.benchmark_graph(load_config(), options(dataset))}
     player, sim = nodes["player"], nodes["sim_node"]
     assert (player.module, player.parameters) == (sim.module, sim.parameters)  # a second sim_node
-    played = dict(player.remappings)
-    assert played == {t: "/player" + t for t in bundle.PUBLISHED_TOPICS}  # nothing on sim_node's topics
-    # mapping_node takes the player's frames as one CameraBundle each.
-    assert dict(nodes["mapping_node"].remappings) == {bundle.CAMERA_BUNDLE_TOPIC: played[bundle.CAMERA_BUNDLE_TOPIC]}
+    assert player.namespace == "/player" and sim.namespace == ""  # nothing on sim_node's topics
+    # One remapping: mapping_node takes the player's frames as one CameraBundle each.
+    extra = {k: v for k, v in nodes["mapping_node"].remappings if (k, v) not in names.NAMESPACED_REMAPPINGS}
+    assert extra == {"camera/bundle": "player/camera/bundle"}
     assert nodes["mapping_node"].parameters["node.camera_input"] == "bundle"
     assert player.parameters["node.camera_output"] == "bundle"
-    assert all(not n.remappings for n in nodes.values() if n.name not in ("player", "mapping_node"))
+    assert all(n.remappings == names.NAMESPACED_REMAPPINGS for n in nodes.values() if n.name != "mapping_node")
+
+
+def test_a_namespaced_graph_puts_every_node_under_it_and_the_absolute_conventions_too(dataset: Path):
+    nodes = graph.benchmark_graph(load_config(), options(dataset, namespace="/run1"))
+    assert {n.full_name for n in nodes} == {
+        "/run1/sim_node",
+        "/run1/player/player",
+        "/run1/mapping_node",
+        "/run1/query_node",
+        "/run1/nav_node",
+        "/run1/benchmark_node",
+    }
+    assert all(("/clock", "clock") in n.remappings and ("/tf", "tf") in n.remappings for n in nodes)
+    document = graph.params_file_document(nodes)
+    assert set(document) == {n.full_name for n in nodes}
+    command = node_command(nodes[0], Path("params.yaml"))
+    assert command[command.index("__ns:=/run1") - 1] == "-r"
+
+
+@pytest.mark.parametrize("namespace", ["1run", "run-1", "run 1", "/a//b", "a/2b"])
+def test_a_namespace_that_ros_refuses_is_refused_naming_the_argument(dataset: Path, namespace: str):
+    values = {"dataset": str(dataset), "namespace": namespace}
+    with pytest.raises(graph.GraphError, match="launch argument namespace"):
+        graph.BenchmarkOptions.from_arguments(values, load_config())
 
 
 def test_with_rviz_sim_node_keeps_real_time_playback_and_the_camera_after_every_action(dataset: Path):
@@ -151,10 +175,10 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def test_params_file_has_one_block_per_node_whose_nested_keys_are_the_dotted_parameters(dataset: Path):
     nodes = graph.benchmark_graph(load_config(), options(dataset))
     document = yaml.safe_load(yaml.safe_dump(graph.params_file_document(nodes), sort_keys=False))
-    assert list(document) == list(NODES)
+    assert list(document) == ["/player/player" if n == "player" else f"/{n}" for n in NODES]
     for node in nodes:
-        assert set(document[node.name]) == {"ros__parameters"}
-        assert _flatten(document[node.name]["ros__parameters"]) == dict(node.parameters)
+        assert set(document[node.full_name]) == {"ros__parameters"}
+        assert _flatten(document[node.full_name]["ros__parameters"]) == dict(node.parameters)
 
 
 def test_options_default_to_the_config_and_name_the_bad_argument(dataset: Path):
@@ -349,7 +373,9 @@ def test_launch_file_declares_every_argument_of_the_description_with_its_descrip
         (a.name, a.default, a.description) for a in graph.LAUNCH_ARGUMENTS
     ]
     assert all(a.description for a in graph.LAUNCH_ARGUMENTS)
-    assert {"dataset", "arms", "rviz"} <= {d.name for d in declared}
+    assert {"dataset", "arms", "rviz", "namespace"} <= {d.name for d in declared}
+    # dataset has no default, so launch itself reports it missing.
+    assert next(d for d in declared if d.name == "dataset").kwargs["default_value"] is None
 
 
 def test_launch_file_starts_the_description_with_share_directory_paths(fake_launch: None, share: Path, dataset: Path):
@@ -419,6 +445,7 @@ def test_each_python_node_runs_as_a_module_with_its_name_remappings_and_the_para
             "--ros-args",
             "-r",
             f"__node:={spec.name}",
+            *(["-r", f"__ns:={spec.namespace}"] if spec.namespace else []),
             *remaps,
             "--params-file",
             str(tmp_path / "p.yaml"),
@@ -466,7 +493,7 @@ def test_the_graph_exits_with_the_main_nodes_code_and_the_others_get_sigint(tmp_
     assert code == 3
     assert (code_dir / "waiter.signal").read_text() == "2"  # SIGINT, a clean stop
     params = yaml.safe_load((tmp_path / "logs" / "graph_params.yaml").read_text())
-    assert params == {"waiter": {"ros__parameters": {"x": 1}}, "main": {"ros__parameters": {"x": 1}}}
+    assert params == {"/waiter": {"ros__parameters": {"x": 1}}, "/main": {"ros__parameters": {"x": 1}}}
 
 
 def test_a_node_dying_first_stops_the_graph_with_code_1_and_shows_its_log(tmp_path: Path, capsys):
@@ -492,10 +519,7 @@ def test_a_graph_needs_exactly_one_node_that_ends_it(tmp_path: Path):
 
 
 def test_rviz_layout_shows_map_markers_answer_plan_cameras_and_tf_in_the_map_frame():
-    from ovman_mapping.map_messages import MARKERS_TOPIC
-    from ovman_nav.nav_node import PLAN_TOPIC
-    from ovman_query.query_messages import ANSWER_MARKERS_TOPIC
-    from ovman_ros import bundle
+    from ovman_ros import names
 
     layout = yaml.safe_load((REPO / "config" / "ovman.rviz").read_text())
     manager = layout["Visualization Manager"]
@@ -504,15 +528,16 @@ def test_rviz_layout_shows_map_markers_answer_plan_cameras_and_tf_in_the_map_fra
     for display in manager["Displays"]:
         if "Topic" in display:
             shown[display["Class"]].append(display["Topic"]["Value"])
-    assert shown["rviz_default_plugins/Map"] == [bundle.MAP_TOPIC]
+    # Relative names: RViz started in the graph's namespace shows that graph.
+    assert shown["rviz_default_plugins/Map"] == [names.MAP]
     assert shown["rviz_default_plugins/MarkerArray"] == [
-        MARKERS_TOPIC.format(visit=1),
-        MARKERS_TOPIC.format(visit=2),
-        ANSWER_MARKERS_TOPIC,
+        names.VISIT_MARKERS.format(visit=1),
+        names.VISIT_MARKERS.format(visit=2),
+        names.ANSWER_MARKERS,
     ]
-    assert shown["rviz_default_plugins/Path"] == [PLAN_TOPIC]
+    assert shown["rviz_default_plugins/Path"] == [names.PLAN]
     # The live camera (embodied runs) and the tours' (the player's, which mapping_node maps).
-    assert shown["rviz_default_plugins/Image"] == [bundle.RGB_TOPIC, graph.player_topic(bundle.RGB_TOPIC)]
+    assert shown["rviz_default_plugins/Image"] == [names.RGB, f"{names.PLAYER_NAMESPACE}/{names.RGB}"]
     assert "rviz_default_plugins/TF" in shown
 
 
@@ -601,7 +626,7 @@ def test_nodes_of_the_graph_already_on_the_domain_are_found(tmp_path: Path):
     rclpy.init(args=[], context=context)
     try:
         orphan = rclpy.create_node("query_node", context=context)
-        assert nodes_on_domain(list(NODES), 20.0) == ["query_node"]
+        assert nodes_on_domain([f"/{n}" for n in NODES], 20.0) == ["/query_node"]
         orphan.destroy_node()
     finally:
         rclpy.try_shutdown(context=context)
@@ -620,4 +645,4 @@ def test_ovman_launch_refuses_to_start_beside_a_graph_already_on_the_domain(
     assert main(["launch", "benchmark", "--dataset", str(dataset), "--log-dir", str(tmp_path / "logs")]) == 2
     err = capsys.readouterr().err
     assert "ROS_DOMAIN_ID=142 already has node(s) sim_node" in err and "another ROS_DOMAIN_ID" in err
-    assert set(NODES) <= set(seen[0])
+    assert {"/sim_node", "/player/player", "/benchmark_node"} <= set(seen[0])

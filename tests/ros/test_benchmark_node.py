@@ -21,6 +21,7 @@ try:
 
     from ovman_eval.benchmark_node import LOAD_VISIT_SERVICE, BenchmarkNode, GraphCallError
     from ovman_interfaces.srv import LoadVisit
+    from ovman_ros import names
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -84,7 +85,7 @@ def test_a_target_followed_by_sight_starts_from_the_start_view(
     node = BenchmarkNode(CONFIG, context=rclpy_context)
     node.sim_camera_bundle = bool(sim_parameters)  # what wait_for_graph reads from sim_node
     try:
-        for name in ("/sim_node/load_visit", "/sim_node/act"):
+        for name in (names.SIM_LOAD_VISIT, names.SIM_ACT):
             assert node.clients_by_name[name].wait_for_service(timeout_sec=START_TIMEOUT_S), sim_node.diagnosis()
         request = LoadVisit.Request(
             scene=SCENE, use_start_pose=True, start_pose=floor_pose_msg(pose), start_horizon_deg=pose.horizon_deg

@@ -20,6 +20,7 @@ import pytest
 try:
     import rclpy
     from ovman_ros.messages import PLAIN_CAMERA_MESSAGES, bundle_messages, camera_messages
+    from ovman_ros.qos import LATCHED
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
@@ -27,7 +28,6 @@ try:
     from ovman_interfaces.srv import MapVisit
     from ovman_mapping.map_messages import instance_map_from_msg
     from ovman_mapping.mapping_node import map_topic
-    from ovman_query.query_node import LATCHED
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -84,8 +84,8 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
         publishers = {topic: probe.create_publisher(kind, topic, qos) for topic, kind in PLAIN_CAMERA_MESSAGES.items()}
         maps: list[InstanceMapMsg] = []
         probe.create_subscription(InstanceMapMsg, map_topic(1), maps.append, LATCHED)
-        start = probe.create_client(MapVisit, "/mapping_node/start_visit")
-        finish = probe.create_client(MapVisit, "/mapping_node/finish_visit")
+        start = probe.create_client(MapVisit, "mapping/start_visit")
+        finish = probe.create_client(MapVisit, "mapping/finish_visit")
 
         def spin_until(condition, what: str) -> None:
             deadline = time.monotonic() + TIMEOUT_S

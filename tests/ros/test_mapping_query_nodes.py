@@ -25,6 +25,7 @@ import pytest
 
 try:
     import rclpy
+    from ovman_ros.qos import LATCHED
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
     from visualization_msgs.msg import Marker, MarkerArray
@@ -32,9 +33,8 @@ try:
     from ovman_interfaces.msg import ChangeSet, InstanceChange
     from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
     from ovman_interfaces.srv import LoadVisit, MapVisit, PlayTour, Query
-    from ovman_mapping.map_messages import BOX_NAMESPACE, LABEL_NAMESPACE, MAP_TOPIC, MARKERS_TOPIC
-    from ovman_query.query_messages import ANSWER_MARKERS_TOPIC, CHANGES_TOPIC, QUERY_SERVICE
-    from ovman_query.query_node import LATCHED
+    from ovman_mapping.map_messages import BOX_NAMESPACE, LABEL_NAMESPACE
+    from ovman_ros import names
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -134,11 +134,11 @@ class Probe:
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.clients = {
-            "load_visit": self.node.create_client(LoadVisit, "/sim_node/load_visit"),
-            "play_tour": self.node.create_client(PlayTour, "/sim_node/play_tour"),
-            "start_visit": self.node.create_client(MapVisit, "/mapping_node/start_visit"),
-            "finish_visit": self.node.create_client(MapVisit, "/mapping_node/finish_visit"),
-            "query": self.node.create_client(Query, QUERY_SERVICE),
+            "load_visit": self.node.create_client(LoadVisit, names.SIM_LOAD_VISIT),
+            "play_tour": self.node.create_client(PlayTour, names.SIM_PLAY_TOUR),
+            "start_visit": self.node.create_client(MapVisit, names.MAPPING_START_VISIT),
+            "finish_visit": self.node.create_client(MapVisit, names.MAPPING_FINISH_VISIT),
+            "query": self.node.create_client(Query, names.QUERY),
         }
         self.latched: dict[str, Any] = {}
 
@@ -321,7 +321,7 @@ def test_finish_visit_fuses_every_played_frame_into_a_map_like_the_in_process_on
     for visit, done in enumerate(graph.finished, start=1):
         assert done.frames == graph.episode.frames[visit - 1]
         assert done.instances == len(graph.episode.maps[visit - 1]) > 0
-        message = latched(graph.probe, MAP_TOPIC.format(visit=visit), InstanceMapMsg)
+        message = latched(graph.probe, names.VISIT_MAP.format(visit=visit), InstanceMapMsg)
         reference = graph.episode.maps[visit - 1]
         assert message.visit == visit and message.header.frame_id == CONFIG.frames.map
         assert message.encoder == reference.encoder
@@ -334,7 +334,7 @@ def test_finish_visit_fuses_every_played_frame_into_a_map_like_the_in_process_on
 
 def test_map_markers_arrive_latched_with_deleteall_first_and_stable_ids(graph: Graph):
     for visit in (1, 2):
-        markers = latched(graph.probe, MARKERS_TOPIC.format(visit=visit), MarkerArray).markers
+        markers = latched(graph.probe, names.VISIT_MARKERS.format(visit=visit), MarkerArray).markers
         count = len(graph.episode.maps[visit - 1])
         assert markers[0].action == Marker.DELETEALL
         boxes = [m for m in markers[1:] if m.ns == BOX_NAMESPACE.format(visit=visit)]
@@ -413,7 +413,7 @@ def test_excluding_the_answer_makes_the_agent_look_elsewhere(graph: Graph):
 def test_change_set_and_answer_marker_are_latched(graph: Graph):
     agent, (map1, map2) = graph.episode.agent, graph.episode.maps
     association = agent.associate(map1, map2)
-    changes = latched(graph.probe, CHANGES_TOPIC, ChangeSet).changes
+    changes = latched(graph.probe, names.CHANGES, ChangeSet).changes
     index1 = {i.uid: n for n, i in enumerate(map1)}
     index2 = {i.uid: n for n, i in enumerate(map2)}
     pairs = {(c.id_visit1, c.id_visit2) for c in changes if c.id_visit1 >= 0 and c.id_visit2 >= 0}
@@ -426,7 +426,7 @@ def test_change_set_and_answer_marker_are_latched(graph: Graph):
     assert kinds[(index1[moved.instance_ids[0]], index2[moved.instance_ids[1]])] == InstanceChange.MOVED
 
     answer = graph.probe.query(category="Vase", relation="moved")
-    markers = latched(graph.probe, ANSWER_MARKERS_TOPIC, MarkerArray).markers
+    markers = latched(graph.probe, names.ANSWER_MARKERS, MarkerArray).markers
     assert markers[0].action == Marker.DELETEALL
     disc = markers[1]
     assert (disc.pose.position.x, disc.pose.position.y) == (answer.goal.point.x, answer.goal.point.y)
@@ -494,10 +494,12 @@ def test_a_refused_map_replaces_the_held_one_and_queries_say_why(graph: Graph):
     """A visit-2 map with a NaN centroid: query_node refuses it and no longer pairs the older
     visit-2 map with visit 1 (runs last of the graph's tests: it leaves query_node without a map)."""
     probe = graph.probe
-    message = probe.latched.get(MAP_TOPIC.format(visit=2)) or latched(probe, MAP_TOPIC.format(visit=2), InstanceMapMsg)
+    message = probe.latched.get(names.VISIT_MAP.format(visit=2)) or latched(
+        probe, names.VISIT_MAP.format(visit=2), InstanceMapMsg
+    )
     message.instances[0].centroid.x = float("nan")
     message.header.stamp.sec += 1
-    publisher = probe.node.create_publisher(InstanceMapMsg, MAP_TOPIC.format(visit=2), LATCHED)
+    publisher = probe.node.create_publisher(InstanceMapMsg, names.VISIT_MAP.format(visit=2), LATCHED)
     publisher.publish(message)
     response = probe.query_until(lambda r: r.status == Query.Response.NO_MAP, "the refusal of the new visit-2 map")
     assert not response.answered and "refused" in response.explanation and "position holds nan" in response.explanation

@@ -34,17 +34,15 @@ try:
     from ovman_interfaces.action import Navigate
     from ovman_interfaces.msg import TargetUpdate
     from ovman_interfaces.srv import Query
-    from ovman_nav.commander import QUERY_SERVICE, OvmanCommander, TaskResult
+    from ovman_nav.commander import OvmanCommander, TaskResult
     from ovman_nav.nav_node import (
-        ACTION_NAME,
-        LATCHED,
-        MAP_TOPIC,
         GoalError,
         goal_settings,
         goal_target,
         path_message,
         updated_target,
     )
+    from ovman_ros import names, qos
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -199,7 +197,7 @@ def test_commander_goes_on_when_the_goal_response_is_lost(nav_node, commander, h
 
 def wait_for_latched_map(commander: OvmanCommander, node: NodeProcess) -> OccupancyGrid:
     received: list[OccupancyGrid] = []
-    subscription = commander.create_subscription(OccupancyGrid, MAP_TOPIC, received.append, LATCHED)
+    subscription = commander.create_subscription(OccupancyGrid, names.MAP, received.append, qos.LATCHED)
     executor = rclpy.executors.SingleThreadedExecutor(context=commander.context)
     executor.add_node(commander)
     try:
@@ -210,7 +208,7 @@ def wait_for_latched_map(commander: OvmanCommander, node: NodeProcess) -> Occupa
         executor.remove_node(commander)
         executor.shutdown()
         commander.destroy_subscription(subscription)
-    assert received, f"no latched {MAP_TOPIC} within {DISCOVERY_TIMEOUT_S} s; {node.diagnosis()}"
+    assert received, f"no latched {names.MAP} within {DISCOVERY_TIMEOUT_S} s; {node.diagnosis()}"
     return received[-1]
 
 
@@ -286,7 +284,7 @@ def test_running_goals_cancel_over_dds_and_the_agent_stays_where_it_stopped(sim_
     client_node = rclpy.create_node("cancel_test_client", context=commander.context)
     executor = SingleThreadedExecutor(context=commander.context)
     executor.add_node(client_node)
-    client = ActionClient(client_node, Navigate, ACTION_NAME)
+    client = ActionClient(client_node, Navigate, names.NAVIGATE)
     try:
         assert client.wait_for_server(timeout_sec=DISCOVERY_TIMEOUT_S), sim_graph.diagnosis()
         feedback: list[Navigate.Feedback] = []
@@ -395,7 +393,7 @@ def test_bad_and_unreachable_goals_fail_with_their_error_codes(nav_node, command
 
 
 def test_query_reaches_the_query_service_in_another_process(ros_env, tmp_path, commander) -> None:
-    server = NodeProcess([sys.executable, str(ECHO_SERVER), QUERY_SERVICE, "/ovman_test/unused"], tmp_path / "echo.log")
+    server = NodeProcess([sys.executable, str(ECHO_SERVER), names.QUERY, "/ovman_test/unused"], tmp_path / "echo.log")
     try:
         response = commander.query("where was the vase?", arm="two_visit", timeout_sec=DISCOVERY_TIMEOUT_S)
         assert response is not None, server.diagnosis()
@@ -417,7 +415,7 @@ def test_sim_node_world_steps_through_its_private_client_and_reports_a_silent_si
 
     from ovman_core.actions import Action
     from ovman_interfaces.srv import Act
-    from ovman_nav.nav_node import ACT_CLIENT_NODE, SIM_ACT_SERVICE, SimNodeWorld
+    from ovman_nav.nav_node import ACT_CLIENT_NODE, SimNodeWorld
 
     answer = threading.Event()
     answer.set()
@@ -430,7 +428,7 @@ def test_sim_node_world_steps_through_its_private_client_and_reports_a_silent_si
         return response
 
     sim = Node("sim_node", context=rclpy_context)
-    sim.create_service(Act, SIM_ACT_SERVICE, on_act)
+    sim.create_service(Act, names.SIM_ACT, on_act)
     nav = Node("nav_node", context=rclpy_context)
     navigation = dataclasses.replace(CONFIG.nav_node.navigation, sim_timeout_s=0.3)
     world = SimNodeWorld(nav, ReentrantCallbackGroup(), navigation)

@@ -54,12 +54,13 @@ SCENE = "embedded-3"
 START_TIMEOUT_S = 60.0
 CALL_TIMEOUT_S = 30.0
 SERVICES = {
-    "load_visit": LoadVisit,
-    "act": Act,
-    "act_sequence": ActSequence,
-    "play_tour": PlayTour,
-    "set_parameters": SetParameters,
+    "load_visit": (LoadVisit, "sim/load_visit"),
+    "act": (Act, "sim/act"),
+    "act_sequence": (ActSequence, "sim/act_sequence"),
+    "play_tour": (PlayTour, "sim/play_tour"),
+    "set_parameters": (SetParameters, "sim_node/set_parameters"),
 }
+"""Each service: its type and relative name."""
 BUNDLE_TOPICS = {
     bundle.RGB_TOPIC: Image,
     bundle.DEPTH_TOPIC: Image,
@@ -100,7 +101,7 @@ class Probe:
             self.node.create_subscription(kind, topic, self._recorder(topic), FRAMES_QOS)
         for topic, kind in ((bundle.MAP_TOPIC, OccupancyGrid), (bundle.TF_STATIC_TOPIC, TFMessage)):
             self.node.create_subscription(kind, topic, self._latch(topic), LATCHED)
-        self.clients = {name: self.node.create_client(kind, f"/sim_node/{name}") for name, kind in SERVICES.items()}
+        self.clients = {name: self.node.create_client(kind, service) for name, (kind, service) in SERVICES.items()}
 
     def _recorder(self, topic: str) -> Callable[[Any], None]:
         def record(message: Any) -> None:

@@ -84,7 +84,6 @@ from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from ovman_core.actions import Action
@@ -107,7 +106,6 @@ from ovman_eval.graph import (
     RUN_DIR,
     RUN_OUTPUT,
     RUN_STATIC_ONLY,
-    player_topic,
 )
 from ovman_eval.graph_run import (
     QUERY_ARMS,
@@ -142,7 +140,6 @@ from ovman_interfaces.srv import Act, LoadVisit, MapVisit, PlayTour, Query
 from ovman_mapping.bundle_sync import StampSynchronizer
 from ovman_mapping.instances import InstanceMap
 from ovman_mapping.map_messages import (
-    MAP_TOPIC,
     instance_map_from_msg,
     map_uid,
     observation_from_camera_bundle,
@@ -154,20 +151,23 @@ from ovman_nav.executor import NavError, NavTarget
 from ovman_nav.nav_node import occupancy_fields
 from ovman_query.arms import PARSE_FAILED, Arm
 from ovman_query.decisions import Prediction
-from ovman_query.query_messages import CHANGES_TOPIC, QUERY_SERVICE, floor_point_msg
-from ovman_ros import bundle, bundle_cdr
+from ovman_query.query_messages import floor_point_msg
+from ovman_ros import bundle, bundle_cdr, names, qos
 
 NODE_NAME = BENCHMARK_NODE
-LOAD_VISIT_SERVICE = "/sim_node/load_visit"
-ACT_SERVICE = "/sim_node/act"
-PLAYER_LOAD_SERVICE = f"/{PLAYER_NODE}/load_visit"
-PLAYER_PLAY_SERVICE = f"/{PLAYER_NODE}/play_tour"
-PLAYED_TRUTH_TOPIC = player_topic(bundle.GROUND_TRUTH_TOPIC)
-START_VISIT_SERVICE = "/mapping_node/start_visit"
-FINISH_VISIT_SERVICE = "/mapping_node/finish_visit"
-SIM_NODE = "/sim_node"
+LOAD_VISIT_SERVICE = names.SIM_LOAD_VISIT
+ACT_SERVICE = names.SIM_ACT
+PLAYER_LOAD_SERVICE = f"{names.PLAYER_NAMESPACE}/{names.SIM_LOAD_VISIT}"
+PLAYER_PLAY_SERVICE = f"{names.PLAYER_NAMESPACE}/{names.SIM_PLAY_TOUR}"
+PLAYED_TRUTH_TOPIC = f"{names.PLAYER_NAMESPACE}/{names.GROUND_TRUTH}"
+"""The player's (:data:`ovman_ros.names.PLAYER_NAMESPACE`) services and ground truth, relative names."""
+START_VISIT_SERVICE = names.MAPPING_START_VISIT
+FINISH_VISIT_SERVICE = names.MAPPING_FINISH_VISIT
+SIM_NODE = "sim_node"
 SIM_GET_PARAMETERS = f"{SIM_NODE}/get_parameters"
 SIM_SET_PARAMETERS = f"{SIM_NODE}/set_parameters"
+HANDSHAKE_NODES = (f"{names.PLAYER_NAMESPACE}/{PLAYER_NODE}", MAPPING_NODE, QUERY_NODE, NAV_NODE)
+"""The other server nodes (relative names: the graph's namespace) whose parameter service answers the handshake."""
 SIM_ACT_CAMERA = "node.act_camera"
 SIM_CAMERA_OUTPUT = "node.camera_output"
 """Where sim_node's camera frames go (:func:`ovman_ros.bundle.camera_outputs`)."""
@@ -175,19 +175,8 @@ SIM_CAMERA_OUTPUT = "node.camera_output"
 RUN_PARAMETERS: dict[str, Any] = {RUN_DATASET: "", RUN_OUTPUT: "runs", RUN_DIR: "", RUN_STATIC_ONLY: False}
 SPIN_PERIOD_S = 0.02
 """(s): longest a wait blocks in one spin before it checks its condition and deadline again."""
-FRAME_QOS = QoSProfile(
-    depth=1000,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.VOLATILE,
-)
+FRAME_QOS = qos.frames(1000)
 """sim_node's frames (ground truth, camera) as they come, none lost while the node is busy elsewhere."""
-LATCHED = QoSProfile(
-    depth=1,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
 CAMERA_SYNC_PENDING = 30
 """Most stamps with an incomplete camera bundle held while following a moving target."""
 
@@ -308,6 +297,7 @@ class BenchmarkNode(GraphNode):
         # One executor for both: a frame is handled while the commander waits for the result.
         self.commander = OvmanCommander(
             node_name=f"{NODE_NAME}_commander",
+            namespace=self.get_namespace(),  # its relative names resolve in the graph's namespace
             executor=self._executor,
             context=self.context,
             use_global_arguments=False,
@@ -320,28 +310,30 @@ class BenchmarkNode(GraphNode):
             PLAYER_PLAY_SERVICE: self.create_client(PlayTour, PLAYER_PLAY_SERVICE),
             START_VISIT_SERVICE: self.create_client(MapVisit, START_VISIT_SERVICE),
             FINISH_VISIT_SERVICE: self.create_client(MapVisit, FINISH_VISIT_SERVICE),
-            QUERY_SERVICE: self.create_client(Query, QUERY_SERVICE),
+            names.QUERY: self.create_client(Query, names.QUERY),
             SIM_GET_PARAMETERS: self.create_client(GetParameters, SIM_GET_PARAMETERS),
             SIM_SET_PARAMETERS: self.create_client(SetParameters, SIM_SET_PARAMETERS),
         }
         self._handshake_clients = {SIM_NODE: self.clients_by_name[SIM_GET_PARAMETERS]} | {
-            f"/{node}": self.create_client(GetParameters, f"/{node}/get_parameters")
-            for node in (PLAYER_NODE, MAPPING_NODE, QUERY_NODE, NAV_NODE)
+            node: self.create_client(GetParameters, f"{node}/get_parameters") for node in HANDSHAKE_NODES
         }
         """Each server node's parameter service: what :meth:`wait_for_graph` shakes hands with."""
         self.maps: dict[int, list[InstanceMapMsg]] = {1: [], 2: []}
         self.map_counts = {1: 0, 2: 0}
         for visit in (1, 2):
             self.create_subscription(
-                InstanceMapMsg, MAP_TOPIC.format(visit=visit), functools.partial(self._keep_map, visit), LATCHED
+                InstanceMapMsg,
+                names.VISIT_MAP.format(visit=visit),
+                functools.partial(self._keep_map, visit),
+                qos.LATCHED,
             )
         self.grid_count, self.grid = 0, OccupancyGrid()
-        self.create_subscription(OccupancyGrid, bundle.MAP_TOPIC, self._keep_grid, LATCHED)
+        self.create_subscription(OccupancyGrid, names.MAP, self._keep_grid, qos.LATCHED)
         self.change_sets = 0
-        self.create_subscription(ChangeSet, CHANGES_TOPIC, self._count_change_set, LATCHED)
+        self.create_subscription(ChangeSet, names.CHANGES, self._count_change_set, qos.LATCHED)
         self.truth_frames: list[TruthMessage] = []
         """sim_node's ground-truth frames since the last load (the embodied runs)."""
-        self.create_subscription(String, bundle.GROUND_TRUTH_TOPIC, self._keep_truth, FRAME_QOS)
+        self.create_subscription(String, names.GROUND_TRUTH, self._keep_truth, FRAME_QOS)
         self._played: tuple[PlayedTruth, int] | None = None
         """While the player plays a recording: where its ground-truth records go, and the visit."""
         self.create_subscription(String, PLAYED_TRUTH_TOPIC, self._keep_played_truth, FRAME_QOS)
@@ -368,9 +360,10 @@ class BenchmarkNode(GraphNode):
         return updated, {name: self.get_parameter(name).value for name in RUN_PARAMETERS}
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
-        names = ", ".join(p.name for p in parameters)
+        changed = ", ".join(p.name for p in parameters)
         return SetParametersResult(
-            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; start a new run to change {names}"
+            successful=False,
+            reason=f"{NODE_NAME} reads its parameters at start-up; start a new run to change {changed}",
         )
 
     # ---------------------------------------------------------------- callbacks
@@ -448,7 +441,7 @@ class BenchmarkNode(GraphNode):
             if not client.wait_for_service(timeout_sec=max(deadline - time.monotonic(), 0.0)):
                 raise GraphCallError(f"service {name} is not available; is its node running?")
         if not self.commander.nav_client.wait_for_server(timeout_sec=max(deadline - time.monotonic(), 0.0)):
-            raise GraphCallError("action /ovman/navigate is not available; is nav_node running?")
+            raise GraphCallError(f"action {names.NAVIGATE} is not available; is nav_node running?")
         answers = {node: self._handshake(node, client, deadline) for node, client in self._handshake_clients.items()}
         values = answers[SIM_NODE].values
         if len(values) != 2 or values[0].type != ParameterType.PARAMETER_BOOL:
@@ -470,8 +463,8 @@ class BenchmarkNode(GraphNode):
         ``wait_for_service`` only sees this side's match. An answer shows that ``node``'s process
         has matched this node's endpoints, whose discovery it learns at once."""
         while True:
-            names = [SIM_ACT_CAMERA, SIM_CAMERA_OUTPUT] if node == SIM_NODE else []
-            future = client.call_async(GetParameters.Request(names=names))
+            wanted = [SIM_ACT_CAMERA, SIM_CAMERA_OUTPUT] if node == SIM_NODE else []
+            future = client.call_async(GetParameters.Request(names=wanted))
             wait = min(self.waits.handshake_retry_s, max(deadline - time.monotonic(), 0.0))
             self._executor.spin_until_future_complete(future, timeout_sec=wait)
             if future.done():
@@ -652,13 +645,13 @@ class BenchmarkNode(GraphNode):
             request = Query.Request(
                 category=record.query.noun_phrase, relation=record.query.relation.value, arm=arm.value
             )
-        response = yield from self._call_steps(QUERY_SERVICE, request)
+        response = yield from self._call_steps(names.QUERY, request)
         if text_arm and response.status == Query.Response.PARSE_FAILED:
             explanation = f"{PARSE_FAILED}: {response.explanation}"
             return Prediction(None, record.query.relation, "", (), 0.0, explanation, arm.value)
         if response.status not in (Query.Response.ANSWERED, Query.Response.ABSTAINED):
             raise GraphCallError(
-                f"{QUERY_SERVICE} {arm.value} for episode {record.episode_id} (status {response.status}): "
+                f"{names.QUERY} {arm.value} for episode {record.episode_id} (status {response.status}): "
                 f"{response.explanation}"
             )
         if not text_arm and response.noun_phrase != record.query.noun_phrase:
@@ -708,7 +701,7 @@ class BenchmarkNode(GraphNode):
             raise GraphCallError(f"{LOAD_VISIT_SERVICE} episode {record.episode_id}: {loaded.message}")
         self.spin_until(
             lambda: self.grid_count > received,
-            f"{bundle.MAP_TOPIC} of episode {record.episode_id}",
+            f"{names.MAP} of episode {record.episode_id}",
             self.waits.message_timeout_s,
         )
         reachable = from_occupancy_fields(occupancy_fields(self.grid)).free_positions()
@@ -857,12 +850,12 @@ class BenchmarkNode(GraphNode):
         within ``node.message_timeout_s``."""
         if not self._camera_subscribed:
             if self.sim_camera_bundle:
-                self.create_subscription(
-                    CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, self._on_camera_bundle, FRAME_QOS, raw=True
-                )
+                self.create_subscription(CameraBundle, names.CAMERA_BUNDLE, self._on_camera_bundle, FRAME_QOS, raw=True)
             else:
                 for topic, kind in CAMERA_MESSAGES.items():
-                    self.create_subscription(kind, topic, functools.partial(self._on_camera, topic), FRAME_QOS)
+                    self.create_subscription(
+                        kind, names.relative(topic), functools.partial(self._on_camera, topic), FRAME_QOS
+                    )
             self._camera_subscribed = True
         deadline = time.monotonic() + self.waits.message_timeout_s
         wait = min(self.waits.camera_retry_s, self.waits.message_timeout_s)

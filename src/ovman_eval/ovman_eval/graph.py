@@ -44,21 +44,21 @@ fragments whose losses wait for the writer's next heartbeat.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters
 from ovman_eval.results import ARM_ORDER, parse_seeds
-from ovman_ros import bundle
+from ovman_ros import bundle, names
 
 ParameterValue = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
 
 SIM_NODE = "sim_node"
 PLAYER_NODE = "player"
-"""The second sim_node of the graph, which plays the recorded tours (services ``/player/...``)."""
-PLAYER_PREFIX = "/player"
-"""What the player's topics are prefixed with (``/player/camera/color/image_raw``...)."""
+"""The second sim_node of the graph, which plays the recorded tours, in the namespace
+:data:`ovman_ros.names.PLAYER_NAMESPACE` under the graph's (topics ``player/camera/bundle``...)."""
 MAPPING_NODE = "mapping_node"
 QUERY_NODE = "query_node"
 NAV_NODE = "nav_node"
@@ -81,6 +81,7 @@ RUN_DATASET = "run.dataset"
 RUN_OUTPUT = "run.output"
 RUN_DIR = "run.run_dir"
 RUN_STATIC_ONLY = "run.static_only"
+
 """benchmark_node's run inputs: not constants of the configuration, so not in config/ovman.yaml."""
 
 
@@ -93,12 +94,13 @@ class LaunchArgument:
     """A launch argument of ``benchmark.launch.py`` (and an option of ``ovman launch benchmark``)."""
 
     name: str
-    default: str
+    default: str | None
+    """None: required (launch reports it missing; ``ovman launch`` makes its option required)."""
     description: str
 
 
 LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
-    LaunchArgument("dataset", "", "episode dataset directory (from `ovman generate`); required"),
+    LaunchArgument("dataset", None, "episode dataset directory (from `ovman generate`); required"),
     LaunchArgument("arms", "", "comma-separated arms, or all; empty: benchmark.arms of the configuration"),
     LaunchArgument(
         "seeds", "", "run seeds: a count (3 = seeds 0,1,2) or a comma-separated list; empty: benchmark.seeds"
@@ -108,7 +110,12 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
     LaunchArgument("static_only", "false", "true: the static gate only, no embodied runs"),
     LaunchArgument("config", "", "configuration file; empty: config/ovman.yaml of the ovman_eval share directory"),
     LaunchArgument("rviz", "false", "true: also start RViz with config/ovman.rviz of the ovman_eval share directory"),
+    LaunchArgument(
+        "namespace", "", "the graph's namespace (e.g. run1): every node and name under it; empty: the root namespace"
+    ),
 )
+NAMESPACE_PATTERN = re.compile(r"(/?[A-Za-z_][A-Za-z0-9_]*)*")
+"""A ROS namespace: tokens of letters, digits and underscores, none starting with a digit."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +130,8 @@ class BenchmarkOptions:
     static_only: bool = False
     rviz: bool = False
     """RViz watches: sim_node keeps its real-time playback and camera after every action."""
+    namespace: str = ""
+    """The graph's namespace, absolute ("" or "/robot1"); every node's names resolve under it."""
 
     def __post_init__(self) -> None:
         if not self.dataset:
@@ -136,6 +145,11 @@ class BenchmarkOptions:
             )
         if not self.seeds or any(s < 0 for s in self.seeds):
             raise GraphError(f"launch argument seeds: give non-negative integers, got {list(self.seeds)}")
+        if not NAMESPACE_PATTERN.fullmatch(self.namespace) or self.namespace.endswith("/"):
+            raise GraphError(
+                f"launch argument namespace: expected a ROS namespace such as run1 or /lab/run1 (letters, digits, "
+                f"underscores; no token starting with a digit), got {self.namespace!r}"
+            )
 
     @classmethod
     def from_arguments(cls, values: Mapping[str, str], config: OvmanConfig) -> BenchmarkOptions:
@@ -148,7 +162,7 @@ class BenchmarkOptions:
             raise GraphError(f"unknown launch argument(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
 
         def get(name: str) -> str:
-            return str(values.get(name, defaults[name])).strip()
+            return str(values.get(name, defaults[name] or "")).strip()
 
         params = config.benchmark_node.benchmark
         arms = tuple(n.strip() for n in get("arms").split(",") if n.strip()) or tuple(params.arms)
@@ -166,6 +180,7 @@ class BenchmarkOptions:
             run_dir=get("run_dir"),
             static_only=parse_bool(get("static_only"), "static_only"),
             rviz=parse_bool(get("rviz"), "rviz"),
+            namespace=("/" + get("namespace").strip("/")) if get("namespace").strip("/") else "",
         )
 
 
@@ -197,9 +212,16 @@ class NodeSpec:
     remappings: tuple[tuple[str, str], ...] = ()
     arguments: tuple[str, ...] = ()
     ends_graph: bool = False
+    namespace: str = ""
+    """Absolute ("" = the root namespace)."""
+
+    @property
+    def full_name(self) -> str:
+        """The fully qualified node name (``/robot1/sim_node``)."""
+        return f"{self.namespace}/{self.name}"
 
     def params_document(self) -> dict[str, Any]:
-        """This node's block of a ROS 2 params file: ``{name: {ros__parameters: {...}}}`` (nested)."""
+        """This node's block of a ROS 2 params file: ``{full name: {ros__parameters: {...}}}`` (nested)."""
         nested: dict[str, Any] = {}
         for dotted, value in self.parameters.items():
             *parents, leaf = dotted.split(".")
@@ -207,7 +229,7 @@ class NodeSpec:
             for part in parents:
                 target = target.setdefault(part, {})
             target[leaf] = list(value) if isinstance(value, (list, tuple)) else value
-        return {self.name: {"ros__parameters": nested}}
+        return {self.full_name: {"ros__parameters": nested}}
 
 
 def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
@@ -226,11 +248,6 @@ def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
         else:
             raise GraphError(f"{node} parameter {name}: {type(value).__name__} is not a ROS parameter type")
     return out
-
-
-def player_topic(topic: str) -> str:
-    """The player's name for sim_node's ``topic`` (an absolute name)."""
-    return PLAYER_PREFIX + topic
 
 
 def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[NodeSpec, ...]:
@@ -273,15 +290,20 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
         }
     )
     sim_parameters = _checked(SIM_NODE, sim)
+    space = options.namespace
+    # The conventionally absolute /clock, /tf and /tf_static resolve in each node's namespace.
+    base = names.NAMESPACED_REMAPPINGS
+    played_bundle = f"{names.PLAYER_NAMESPACE}/{names.CAMERA_BUNDLE}"
     return (
-        NodeSpec(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", sim_parameters),
+        NodeSpec(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", sim_parameters, base, namespace=space),
         NodeSpec(
             PLAYER_NODE,
             "ovman_sim",
             "sim_node",
             "ovman_sim.sim_node",
             sim_parameters,
-            remappings=tuple((t, player_topic(t)) for t in bundle.PUBLISHED_TOPICS),
+            base,
+            namespace=f"{space}/{names.PLAYER_NAMESPACE}",
         ),
         NodeSpec(
             MAPPING_NODE,
@@ -289,32 +311,54 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
             "mapping_node",
             "ovman_mapping.mapping_node",
             _checked(MAPPING_NODE, mapping),
-            remappings=((bundle.CAMERA_BUNDLE_TOPIC, player_topic(bundle.CAMERA_BUNDLE_TOPIC)),),
+            remappings=(*base, (names.CAMERA_BUNDLE, played_bundle)),
+            namespace=space,
         ),
-        NodeSpec(QUERY_NODE, "ovman_query", "query_node", "ovman_query.query_node", _checked(QUERY_NODE, query)),
-        NodeSpec(NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _checked(NAV_NODE, nav)),
+        NodeSpec(
+            QUERY_NODE,
+            "ovman_query",
+            "query_node",
+            "ovman_query.query_node",
+            _checked(QUERY_NODE, query),
+            base,
+            namespace=space,
+        ),
+        NodeSpec(
+            NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _checked(NAV_NODE, nav), base, namespace=space
+        ),
         NodeSpec(
             BENCHMARK_NODE,
             PACKAGE,
             "benchmark_node",
             "ovman_eval.benchmark_node",
             _checked(BENCHMARK_NODE, bench),
+            base,
             ends_graph=True,
+            namespace=space,
         ),
     )
 
 
-def rviz_node(rviz_config: Path | str) -> NodeSpec:
-    """RViz 2 with the OVMAN layout (``rviz2 -d <share>/config/ovman.rviz``)."""
-    return NodeSpec(RVIZ_NODE, "rviz2", "rviz2", None, {}, arguments=("-d", str(rviz_config)))
+def rviz_node(rviz_config: Path | str, namespace: str = "") -> NodeSpec:
+    """RViz 2 with the OVMAN layout (``rviz2 -d <share>/config/ovman.rviz``) in the graph's namespace."""
+    return NodeSpec(
+        RVIZ_NODE,
+        "rviz2",
+        "rviz2",
+        None,
+        {},
+        names.NAMESPACED_REMAPPINGS,
+        arguments=("-d", str(rviz_config)),
+        namespace=namespace,
+    )
 
 
 def params_file_document(nodes: Sequence[NodeSpec]) -> dict[str, Any]:
     """One ROS 2 params document for the whole graph: one top-level key per node."""
     document: dict[str, Any] = {}
     for node in nodes:
-        if node.name in document:
-            raise GraphError(f"two nodes are named {node.name}")
+        if node.full_name in document:
+            raise GraphError(f"two nodes are named {node.full_name}")
         document.update(node.params_document())
     return document
 
@@ -366,7 +410,6 @@ __all__ = [
     "node_environment",
     "params_file_document",
     "parse_bool",
-    "player_topic",
     "rviz_node",
     "share_path",
 ]

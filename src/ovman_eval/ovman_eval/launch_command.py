@@ -5,7 +5,8 @@
 
 The same description ``ros2 launch ovman_eval benchmark.launch.py`` starts, for machines where
 only the pip-installed rclpy exists (no ``ros2`` command): every node runs as
-``python -m <module> --ros-args -r __node:=<name> --params-file <graph params>``, the params file
+``python -m <module> --ros-args -r __node:=<name> [-r __ns:=<namespace>] -r /clock:=clock ... --params-file
+<graph params>``, the params file
 (one block per node, ROS 2 layout) written next to the node logs, ``$OVMAN_CONFIG`` set to the
 configuration file and ``$FASTDDS_DEFAULT_PROFILES_FILE`` to ``config/fastdds.xml`` unless already
 set (:func:`ovman_eval.graph.node_environment`). benchmark_node's output goes to the terminal,
@@ -73,8 +74,11 @@ def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable
         program = shutil.which(spec.executable)
         if program is None:
             raise GraphError(f"{spec.executable} is not installed (not on PATH); it is needed for node {spec.name}")
-        return [program, *spec.arguments]
-    command = [python, "-m", spec.module, *spec.arguments, "--ros-args", "-r", f"__node:={spec.name}"]
+        command = [program, *spec.arguments, "--ros-args"]
+    else:
+        command = [python, "-m", spec.module, *spec.arguments, "--ros-args", "-r", f"__node:={spec.name}"]
+    if spec.namespace:
+        command += ["-r", f"__ns:={spec.namespace}"]
     for source, target in spec.remappings:
         command += ["-r", f"{source}:={target}"]
     if spec.parameters:
@@ -227,9 +231,10 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
 
 
 def nodes_on_domain(names: Sequence[str], wait_s: float) -> list[str]:
-    """The nodes named ``names`` already on this process's ROS domain (``$ROS_DOMAIN_ID``, with the
-    discovery range of the environment), found within ``wait_s`` (s) of discovery. A graph
-    started beside them would have two of each node answering the same services."""
+    """The nodes of fully qualified ``names`` (``/sim_node``, ``/run1/sim_node``) already on this
+    process's ROS domain (``$ROS_DOMAIN_ID``, with the discovery range of the environment), found
+    within ``wait_s`` (s) of discovery. A graph started beside them, in the same namespace, would
+    have two of each node answering the same services; another namespace is no conflict."""
     import rclpy  # the graph itself never needs rclpy in the launcher; only this check does
 
     context = rclpy.Context()
@@ -239,9 +244,10 @@ def nodes_on_domain(names: Sequence[str], wait_s: float) -> list[str]:
             f"ovman_launch_probe_{os.getpid()}", context=context, start_parameter_services=False, enable_rosout=False
         )
         deadline = time.monotonic() + wait_s
-        wanted = {name.lstrip("/") for name in names}
+        wanted = set(names)
         while True:
-            found = sorted({name for name, _ in probe.get_node_names_and_namespaces() if name in wanted})
+            on_domain = {f"{space.rstrip('/')}/{name}" for name, space in probe.get_node_names_and_namespaces()}
+            found = sorted(on_domain & wanted)
             if found or time.monotonic() >= deadline:
                 probe.destroy_node()
                 return found
@@ -316,6 +322,8 @@ def add(parser: argparse.ArgumentParser) -> object:
     parser.add_argument("--static-only", action="store_true", help="the static gate only, no embodied runs")
     parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
     parser.add_argument("--rviz", action="store_true", help="also start rviz2 with config/ovman.rviz")
+    parser.add_argument("--namespace", default="", help=descriptions["namespace"])
+
     parser.add_argument(
         "--log-dir", help="where the node logs and the params file go (default: a new temporary folder)"
     )
@@ -334,22 +342,24 @@ def run(args: argparse.Namespace) -> int:
             "run_dir": args.run_dir,
             "static_only": "true" if args.static_only else "false",
             "rviz": "true" if args.rviz else "false",
+            "namespace": args.namespace,
         }
         options = BenchmarkOptions.from_arguments(values, base)
         nodes = benchmark_graph(config_for_dataset(base, options.dataset), options)
         if options.rviz:
-            nodes = (*nodes, rviz_node(packaged_file(RVIZ_FILE)))
+            nodes = (*nodes, rviz_node(packaged_file(RVIZ_FILE), options.namespace))
         environment = nodes_environment(os.environ)
         log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="ovman-launch-"))
     except (ConfigError, GraphError) as err:
         print(f"ovman launch: {err}", file=sys.stderr)
         return 2
-    running = nodes_on_domain([n.name for n in nodes], base.benchmark_node.node.discovery_wait_s)
+    running = nodes_on_domain([n.full_name for n in nodes], base.benchmark_node.node.discovery_wait_s)
     if running:
         domain = os.environ.get("ROS_DOMAIN_ID", "0")
         print(
             f"ovman launch: ROS_DOMAIN_ID={domain} already has node(s) {', '.join(running)} of a benchmark graph "
-            f"running (another run, or one orphaned by a killed launcher); stop them or set another ROS_DOMAIN_ID",
+            f"running (another run, or one orphaned by a killed launcher); stop them, or set another ROS_DOMAIN_ID "
+            f"or --namespace",
             file=sys.stderr,
         )
         return 2

@@ -50,10 +50,6 @@ from ovman_ros import bundle
 
 MAX_CAMERA_ROLL_RAD = 1e-6
 """The core's camera has yaw and pitch only; a larger roll is rejected."""
-MAP_TOPIC = "/ovman/map/visit{visit}"
-"""ovman_interfaces/InstanceMap of one visit, latched (published by mapping_node)."""
-MARKERS_TOPIC = "/ovman/map/visit{visit}/markers"
-"""visualization_msgs/MarkerArray of one visit's map, latched."""
 BOX_NAMESPACE = "visit{visit}/boxes"
 LABEL_NAMESPACE = "visit{visit}/labels"
 MIN_MARKER_SIZE = 0.01

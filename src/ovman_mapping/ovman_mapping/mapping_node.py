@@ -53,7 +53,6 @@ from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from visualization_msgs.msg import MarkerArray
 
@@ -67,8 +66,6 @@ from ovman_mapping.bundle_sync import StampSynchronizer
 from ovman_mapping.encoders import FeatureEncoder, make_encoder
 from ovman_mapping.instances import map_problem
 from ovman_mapping.map_messages import (
-    MAP_TOPIC,
-    MARKERS_TOPIC,
     MapMessageError,
     check_marker_style,
     instance_map_msg,
@@ -79,27 +76,19 @@ from ovman_mapping.map_messages import (
 )
 from ovman_mapping.segmenter import SegmenterError, make_segmenter
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
-from ovman_ros import bundle, bundle_cdr
+from ovman_ros import bundle, bundle_cdr, names, qos
 
 NODE_NAME = "mapping_node"
-START_VISIT_SERVICE = "~/start_visit"
-FINISH_VISIT_SERVICE = "~/finish_visit"
-LATCHED = QoSProfile(
-    depth=1,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
 
 
 def map_topic(visit: int) -> str:
     """The latched InstanceMap topic of ``visit``."""
-    return MAP_TOPIC.format(visit=visit)
+    return names.VISIT_MAP.format(visit=visit)
 
 
 def markers_topic(visit: int) -> str:
     """The latched MarkerArray topic of ``visit``."""
-    return MARKERS_TOPIC.format(visit=visit)
+    return names.VISIT_MARKERS.format(visit=visit)
 
 
 class MappingNode(GraphNode):
@@ -144,25 +133,20 @@ class MappingNode(GraphNode):
         self.outside_visit = 0
         self._finishing: tuple[int, Future[bool]] | None = None
         """The bundle count a running finish_visit waits for, and its future (True: reached)."""
-        frames_qos = QoSProfile(
-            depth=settings.qos_depth,
-            history=HistoryPolicy.KEEP_ALL if settings.qos_keep_all else HistoryPolicy.KEEP_LAST,
-            reliability=ReliabilityPolicy.RELIABLE,
-            durability=DurabilityPolicy.VOLATILE,
-        )
+        frames_qos = qos.frames(settings.qos_depth, keep_all=settings.qos_keep_all)
         if self.camera_input == bundle.CAMERA_BUNDLE_OUTPUT:
-            self.create_subscription(
-                CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, self._on_camera_bundle, frames_qos, raw=True
-            )
+            self.create_subscription(CameraBundle, names.CAMERA_BUNDLE, self._on_camera_bundle, frames_qos, raw=True)
         else:
             for topic, kind in self.topics.items():
-                self.create_subscription(kind, topic, functools.partial(self._on_message, topic), frames_qos)
-        self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), LATCHED) for v in VISITS}
-        self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), LATCHED) for v in VISITS}
-        self.create_service(MapVisit, START_VISIT_SERVICE, self._on_start_visit)
+                self.create_subscription(
+                    kind, names.relative(topic), functools.partial(self._on_message, topic), frames_qos
+                )
+        self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), qos.LATCHED) for v in VISITS}
+        self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), qos.LATCHED) for v in VISITS}
+        self.create_service(MapVisit, names.MAPPING_START_VISIT, self._on_start_visit)
         # Its own group: while a finish waits, the default group's bundles and timers keep running.
         self.create_service(
-            MapVisit, FINISH_VISIT_SERVICE, self._on_finish_visit, callback_group=MutuallyExclusiveCallbackGroup()
+            MapVisit, names.MAPPING_FINISH_VISIT, self._on_finish_visit, callback_group=MutuallyExclusiveCallbackGroup()
         )
         if settings.start_visit:
             self.mapper.start(settings.start_visit)
@@ -179,9 +163,9 @@ class MappingNode(GraphNode):
         return updated
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
-        names = ", ".join(p.name for p in parameters)
+        changed = ", ".join(p.name for p in parameters)
         return SetParametersResult(
-            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {names}"
+            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {changed}"
         )
 
     # ---------------------------------------------------------------- frames
@@ -230,7 +214,7 @@ class MappingNode(GraphNode):
             stamp, observation = observation_from_camera_bundle(message, self.config.frames.map, self._step_ns)
             self._fuse(observation, stamp)
         except (bundle_cdr.CdrError, MapMessageError, FrameFormatError, VisitError) as err:
-            self._reject(f"{bundle.CAMERA_BUNDLE_TOPIC}: {err}")
+            self._reject(f"{names.CAMERA_BUNDLE}: {err}")
 
     def _fuse(self, observation: Observation, stamp_ns: int) -> None:
         """Fuse one frame into the open visit; a waiting finish_visit learns when its count is reached."""

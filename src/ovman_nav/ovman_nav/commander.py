@@ -47,11 +47,10 @@ from unique_identifier_msgs.msg import UUID
 from ovman_interfaces.action import Navigate
 from ovman_interfaces.msg import TargetUpdate
 from ovman_interfaces.srv import Query
-from ovman_nav.nav_node import ACTION_NAME, LATCHED, PLAN_TOPIC, TARGET_UPDATE_TOPIC
+from ovman_ros import names, qos
 
-QUERY_SERVICE = "/ovman/query"
 MOVING_RELATION = "moving"
-STATUS_TOPIC = f"{ACTION_NAME}/_action/status"
+STATUS_TOPIC = f"{names.NAVIGATE}/_action/status"
 """The action's goal status topic (rcl_action's naming), read to recover a lost goal response."""
 
 
@@ -82,10 +81,10 @@ class OvmanCommander(GraphNode):
         **kwargs: Any,
     ) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
-        self.query_client = self.create_client(Query, QUERY_SERVICE)
-        self.nav_client = ActionClient(self, Navigate, ACTION_NAME)
-        self.update_pub = self.create_publisher(TargetUpdate, TARGET_UPDATE_TOPIC, 10)
-        self.create_subscription(Path, PLAN_TOPIC, self._on_plan, LATCHED)
+        self.query_client = self.create_client(Query, names.QUERY)
+        self.nav_client = ActionClient(self, Navigate, names.NAVIGATE)
+        self.update_pub = self.create_publisher(TargetUpdate, names.TARGET_UPDATE, 10)
+        self.create_subscription(Path, names.PLAN, self._on_plan, qos.LATCHED)
         self.create_subscription(GoalStatusArray, STATUS_TOPIC, self._on_status, qos_profile_action_status_default)
         self._own_executor = executor is None
         self._executor = SingleThreadedExecutor(context=self.context) if executor is None else executor
@@ -106,12 +105,12 @@ class OvmanCommander(GraphNode):
         """Ask the query node; the response (check ``answered``), or None when it is unavailable
         or does not answer within ``timeout_sec``."""
         if not self.query_client.wait_for_service(timeout_sec=timeout_sec):
-            self.get_logger().error(f"{QUERY_SERVICE} is not available; is query_node running?")
+            self.get_logger().error(f"{names.QUERY} is not available; is query_node running?")
             return None
         future = self.query_client.call_async(Query.Request(text=text, arm=arm))
         self._executor.spin_until_future_complete(future, timeout_sec=timeout_sec)
         if not future.done():
-            self.get_logger().error(f"{QUERY_SERVICE} did not answer within {timeout_sec} s")
+            self.get_logger().error(f"{names.QUERY} did not answer within {timeout_sec} s")
             return None
         return future.result()
 
@@ -147,7 +146,7 @@ class OvmanCommander(GraphNode):
         ``success_radius`` 0 and ``max_steps`` 0 mean nav_node's configured values;
         ``update_every_step``: this client sends a target update per frame (Navigate.action)."""
         if not self.nav_client.wait_for_server(timeout_sec=timeout_sec):
-            self.get_logger().error(f"{ACTION_NAME} is not available; is nav_node running?")
+            self.get_logger().error(f"{names.NAVIGATE} is not available; is nav_node running?")
             return False
         goal = Navigate.Goal(
             target=target,

@@ -60,7 +60,6 @@ from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
 from ovman_core.actions import Action, ActionResult
@@ -97,19 +96,11 @@ from ovman_nav.executor import (
     navigate,
 )
 from ovman_nav.nav2_backend import GoalChooser, Nav2Backend, Nav2Settings, basic_navigator
+from ovman_ros import names, qos
 
 NODE_NAME = "nav_node"
-ACTION_NAME = "/ovman/navigate"
-TARGET_UPDATE_TOPIC = "/ovman/target_update"
-PLAN_TOPIC = "/ovman/plan"
-MAP_TOPIC = "/map"
-ODOM_TOPIC = "/odom"
-SIM_ACT_SERVICE = "/sim_node/act"
-SIM_ACT_SEQUENCE_SERVICE = "/sim_node/act_sequence"
 ACT_CLIENT_NODE = "_nav_node_act"
 """Hidden node (leading underscore) holding :class:`SimNodeWorld`'s Act client."""
-LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
-"""Late subscribers (RViz, tests) still get the last plan and map."""
 
 # Parameters that choose what the node owns; they cannot change while it runs.
 _FIXED_PARAMETERS = (
@@ -236,7 +227,7 @@ class SimNodeWorld:
 
     Actions go through sim_node's Act service; the reachable positions are the free cells of
     sim_node's latched ``/map`` (recomputed by sim_node whenever a visit loads); the pose is the
-    last Act reply, or ``/odom`` before the first action (``odom`` = ``map`` in simulation).
+    last Act reply, or ``odom`` (volatile) before the first action (``odom`` = ``map`` in simulation).
 
     The Act clients live on a private hidden node that only :meth:`step` and :meth:`step_sequence`
     spin, with its own single-threaded executor, in the thread running the goal: a synchronous
@@ -259,8 +250,8 @@ class SimNodeWorld:
         )
         self._act_executor = SingleThreadedExecutor(context=node.context)
         self._act_executor.add_node(self._act_node)
-        self.client = self._act_node.create_client(Act, SIM_ACT_SERVICE)
-        self.sequence_client = self._act_node.create_client(ActSequence, SIM_ACT_SEQUENCE_SERVICE)
+        self.client = self._act_node.create_client(Act, names.SIM_ACT)
+        self.sequence_client = self._act_node.create_client(ActSequence, names.SIM_ACT_SEQUENCE)
         self.last_stamp_ns = 0
         """Stamp (ns) of the frame sim_node published after the last action sent from here."""
         self._lock = threading.Lock()
@@ -271,17 +262,21 @@ class SimNodeWorld:
         every action, the pose is read far less often, and an Act reply also gives it)."""
         self._have_map = threading.Event()
         self._have_pose = threading.Event()
-        node.create_subscription(OccupancyGrid, MAP_TOPIC, self._on_map, LATCHED, callback_group=group)
-        node.create_subscription(Odometry, ODOM_TOPIC, self._on_odom, LATCHED, callback_group=group)
+        node.create_subscription(OccupancyGrid, names.MAP, self._on_map, qos.LATCHED, callback_group=group)
+        # Volatile, as odometry is published: it matches any odometry publisher (volatile or latched).
+        node.create_subscription(Odometry, names.ODOM, self._on_odom, qos.frames(1), callback_group=group)
 
     def wait_ready(self) -> str:
         """Wait up to ``timeout_s`` for the act service, a map and a pose; the reason when missing."""
         if not self.client.wait_for_service(timeout_sec=self.timeout_s):
-            return f"sim_node's {SIM_ACT_SERVICE} service is not available"
+            return f"sim_node's {names.SIM_ACT} service is not available"
         if not self._have_map.wait(self.timeout_s):
-            return f"no {MAP_TOPIC} from sim_node (is a live visit loaded?)"
+            return f"no {names.MAP} from sim_node (is a live visit loaded?)"
         if not self._have_pose.wait(self.timeout_s):
-            return f"no {ODOM_TOPIC} from sim_node"
+            # The visit's odometry went out before this subscription matched: ask through a Stop.
+            problem = self.refresh_pose()
+            if problem:
+                return f"no {names.ODOM} from sim_node, and a Stop failed: {problem}"
         return ""
 
     def agent_pose(self) -> AgentPose:
@@ -289,14 +284,14 @@ class SimNodeWorld:
             if self._odom_pose is not None:
                 self._pose, self._odom_pose = start_pose_from_msg(self._odom_pose, 0.0), None
             if self._pose is None:
-                raise RuntimeError(f"no agent pose from sim_node yet ({ODOM_TOPIC})")
+                raise RuntimeError(f"no agent pose from sim_node yet ({names.ODOM})")
             return self._pose
 
     def reachable_positions(self) -> list[Vec2]:
         with self._lock:
             message = self._map
         if message is None:
-            raise RuntimeError(f"no {MAP_TOPIC} from sim_node yet")
+            raise RuntimeError(f"no {names.MAP} from sim_node yet")
         return from_occupancy_fields(occupancy_fields(message)).free_positions()
 
     def refresh_pose(self) -> str:
@@ -314,6 +309,7 @@ class SimNodeWorld:
         with self._lock:
             self._pose, self._odom_pose = start_pose_from_msg(reply.pose.pose, 0.0), None
             self.last_stamp_ns = stamp_of(reply.pose.header)
+        self._have_pose.set()
         return ActionResult(reply.success, reply.collided, reply.message)
 
     def step_sequence(
@@ -425,7 +421,7 @@ class NavNode(GraphNode):
             self.get_logger().info(f"driving its own {self.config.sim_node.world.kind} world, scene {nav.scene}")
         elif nav.backend == "builtin":
             self.sim = SimNodeWorld(self, group, nav)
-            self.get_logger().info(f"driving sim_node's world through {SIM_ACT_SERVICE}")
+            self.get_logger().info(f"driving sim_node's world through {names.SIM_ACT}")
         self.world = world
         self.nav2 = (
             Nav2Backend(basic_navigator(), Nav2Settings.from_config(self.config)) if nav.backend == "nav2" else None
@@ -435,14 +431,14 @@ class NavNode(GraphNode):
         self._latest_update: TargetUpdate | None = None
         self._update_stamp_ns = 0
         """Stamp of the newest target update received (its header's)."""
-        self.plan_pub = self.create_publisher(Path, PLAN_TOPIC, LATCHED)
+        self.plan_pub = self.create_publisher(Path, names.PLAN, qos.LATCHED)
         self.map_pub = None  # created when no other node publishes /map
         self._published_grid: NavGrid | None = None
-        self.create_subscription(TargetUpdate, TARGET_UPDATE_TOPIC, self._on_target_update, 10, callback_group=group)
+        self.create_subscription(TargetUpdate, names.TARGET_UPDATE, self._on_target_update, 10, callback_group=group)
         self.action_server = ActionServer(
             self,
             Navigate,
-            ACTION_NAME,
+            names.NAVIGATE,
             execute_callback=self._execute,
             goal_callback=self._on_goal,
             cancel_callback=lambda request: CancelResponse.ACCEPT,
@@ -628,14 +624,14 @@ class NavNode(GraphNode):
     def _publish_map(self, settings: NavSettings) -> None:
         """Publish the reachable grid on /map unless another node publishes it."""
         own = 1 if self.map_pub is not None else 0
-        if self.world is None or self.count_publishers(MAP_TOPIC) > own:
+        if self.world is None or self.count_publishers(names.MAP) > own:
             return  # sim_node publishes the map of the world it simulates
         try:
             grid = grid_from_reachable(self.world.reachable_positions(), settings.resolution)
         except GridError as err:
             raise GoalError(NavError.SIM_FAILURE, f"the world's reachable grid is unusable: {err}") from err
         if self.map_pub is None:
-            self.map_pub = self.create_publisher(OccupancyGrid, MAP_TOPIC, LATCHED)
+            self.map_pub = self.create_publisher(OccupancyGrid, names.MAP, qos.LATCHED)
         elif grid == self._published_grid:
             return  # latched: subscribers already hold this grid
         self._published_grid = grid

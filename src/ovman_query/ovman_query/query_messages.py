@@ -27,12 +27,6 @@ from ovman_interfaces.srv import Query
 from ovman_query.change_set import Change, ChangeKind
 from ovman_query.query_requests import QueryOutcome, QueryRequest, Status
 
-QUERY_SERVICE = "/ovman/query"
-"""ovman_interfaces/srv/Query, served by query_node."""
-CHANGES_TOPIC = "/ovman/changes"
-"""ovman_interfaces/ChangeSet between the latest visit maps, latched."""
-ANSWER_MARKERS_TOPIC = "/ovman/answer/markers"
-"""visualization_msgs/MarkerArray of the latest answer, latched (DELETEALL only when not answered)."""
 ANSWER_DISC_NAMESPACE = "answer/disc"
 ANSWER_TEXT_NAMESPACE = "answer/text"
 

@@ -28,7 +28,6 @@ from ovman_ros.messages import stamp_of
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from visualization_msgs.msg import MarkerArray
 
 from ovman_core.config import OvmanConfig, load_config
@@ -36,13 +35,10 @@ from ovman_interfaces.msg import ChangeSet
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import Query
 from ovman_mapping.encoders import FeatureEncoder, make_encoder
-from ovman_mapping.map_messages import MAP_TOPIC, MapMessageError, instance_map_from_msg
+from ovman_mapping.map_messages import MapMessageError, instance_map_from_msg
 from ovman_query.association import AssociationError
 from ovman_query.change_set import change_set
 from ovman_query.query_messages import (
-    ANSWER_MARKERS_TOPIC,
-    CHANGES_TOPIC,
-    QUERY_SERVICE,
     answer_markers,
     change_set_msg,
     check_answer_style,
@@ -50,18 +46,13 @@ from ovman_query.query_messages import (
     response_msg,
 )
 from ovman_query.query_requests import CachingAgent, HeldMap, RejectedMap, VisitMap, answer_query
+from ovman_ros import names, qos
 
 NODE_NAME = "query_node"
 ENCODER_NODE = "mapping_node"
 """The node whose ``encoder`` section query_node also declares."""
 ENCODER_PREFIX = "encoder."
 VISITS = (1, 2)
-LATCHED = QoSProfile(
-    depth=1,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
 
 
 class QueryNode(GraphNode):
@@ -78,12 +69,12 @@ class QueryNode(GraphNode):
         self.maps: dict[int, HeldMap] = dict.fromkeys(VISITS)
         for visit in VISITS:
             self.create_subscription(
-                InstanceMapMsg, MAP_TOPIC.format(visit=visit), functools.partial(self._on_map, visit), LATCHED
+                InstanceMapMsg, names.VISIT_MAP.format(visit=visit), functools.partial(self._on_map, visit), qos.LATCHED
             )
-        self._changes = self.create_publisher(ChangeSet, CHANGES_TOPIC, LATCHED)
-        self._markers = self.create_publisher(MarkerArray, ANSWER_MARKERS_TOPIC, LATCHED)
-        self.create_service(Query, QUERY_SERVICE, self._on_query)
-        self.get_logger().info(f"serving {QUERY_SERVICE}; encoder {self.agent.encoder_description}")
+        self._changes = self.create_publisher(ChangeSet, names.CHANGES, qos.LATCHED)
+        self._markers = self.create_publisher(MarkerArray, names.ANSWER_MARKERS, qos.LATCHED)
+        self.create_service(Query, names.QUERY, self._on_query)
+        self.get_logger().info(f"serving {names.QUERY}; encoder {self.agent.encoder_description}")
 
     # ---------------------------------------------------------------- parameters
 
@@ -93,15 +84,15 @@ class QueryNode(GraphNode):
         return updated
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
-        names = ", ".join(p.name for p in parameters)
+        changed = ", ".join(p.name for p in parameters)
         return SetParametersResult(
-            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {names}"
+            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {changed}"
         )
 
     # ---------------------------------------------------------------- maps
 
     def _on_map(self, visit: int, message: InstanceMapMsg) -> None:
-        topic = MAP_TOPIC.format(visit=visit)
+        topic = names.VISIT_MAP.format(visit=visit)
         try:
             if message.visit != visit:
                 raise MapMessageError(f"the message says visit {message.visit}")

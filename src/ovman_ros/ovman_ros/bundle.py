@@ -39,36 +39,39 @@ from ovman_core.frames import (
 )
 from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
+from ovman_ros import names
 
-RGB_TOPIC = "/camera/color/image_raw"
+# The topics as recordings store them (fully qualified from the root namespace, as ``ros2 bag
+# record`` writes them); nodes use the relative names of :mod:`ovman_ros.names`.
+RGB_TOPIC = names.recorded(names.RGB)
 """sensor_msgs/Image, ``rgb8``, frame ``camera_optical_frame``."""
-DEPTH_TOPIC = "/camera/depth/image_raw"
+DEPTH_TOPIC = names.recorded(names.DEPTH)
 """sensor_msgs/Image, planar depth registered to the colour image: ``16UC1`` millimetres (0 = invalid,
 what RGB-D drivers publish) when that is lossless, else ``32FC1`` metres (NaN = invalid); see
 :func:`depth_image`."""
-INSTANCES_TOPIC = "/camera/instances/image_raw"
+INSTANCES_TOPIC = names.recorded(names.INSTANCES)
 """sensor_msgs/Image, ``32SC1`` per-frame segment ids (0 = no object)."""
-INSTANCE_LABELS_TOPIC = "/camera/instances/labels"
+INSTANCE_LABELS_TOPIC = names.recorded(names.INSTANCE_LABELS)
 """std_msgs/String, JSON ``{"stamp_ns": t, "step": n, "labels": {"<segment id>": "<category>"}}`` per
 frame (String has no header: ``stamp_ns`` equals the images' header stamp in nanoseconds)."""
-CAMERA_INFO_TOPIC = "/camera/color/camera_info"
+CAMERA_INFO_TOPIC = names.recorded(names.CAMERA_INFO)
 """sensor_msgs/CameraInfo shared by the three images (they are registered), plumb_bob, no distortion."""
-CAMERA_POSE_TOPIC = "/camera/pose"
+CAMERA_POSE_TOPIC = names.recorded(names.CAMERA_POSE)
 """geometry_msgs/PoseStamped: pose of the **optical frame** in ``map``."""
-TF_TOPIC = "/tf"
-TF_STATIC_TOPIC = "/tf_static"
-ODOM_TOPIC = "/odom"
+TF_TOPIC = names.recorded(names.TF)
+TF_STATIC_TOPIC = names.recorded(names.TF_STATIC)
+ODOM_TOPIC = names.recorded(names.ODOM)
 """nav_msgs/Odometry: ``base_link`` in ``odom`` (ground truth in simulation)."""
-MAP_TOPIC = "/map"
+MAP_TOPIC = names.recorded(names.MAP)
 """nav_msgs/OccupancyGrid of the reachable grid (latched)."""
-CLOCK_TOPIC = "/clock"
-GROUND_TRUTH_TOPIC = "/ovman/ground_truth"
+CLOCK_TOPIC = names.recorded(names.CLOCK)
+GROUND_TRUTH_TOPIC = names.recorded(names.GROUND_TRUTH)
 """std_msgs/String, JSON, **evaluation only**: the stamp (as in the labels), the exact agent pose,
 segment → instance table and every object's state per frame. The reference agent never
 subscribes to it."""
 CAMERA_TOPICS = (RGB_TOPIC, DEPTH_TOPIC, INSTANCES_TOPIC, INSTANCE_LABELS_TOPIC, CAMERA_INFO_TOPIC, CAMERA_POSE_TOPIC)
 """The camera bundle on the standard topics: what a robot's camera driver publishes."""
-CAMERA_BUNDLE_TOPIC = "/camera/bundle"
+CAMERA_BUNDLE_TOPIC = names.recorded(names.CAMERA_BUNDLE)
 """ovman_interfaces/CameraBundle: the same six messages of a frame in one message (one take for a
 subscriber instead of six, and no synchroniser)."""
 CAMERA_BUNDLE_MEMBERS = (

@@ -80,7 +80,6 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
 from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
@@ -89,28 +88,14 @@ from ovman_core.config import ConfigError, OvmanConfig, load_config, with_parame
 from ovman_core.world_state import WorldState
 from ovman_interfaces.msg import CameraBundle
 from ovman_interfaces.srv import Act, ActSequence, LoadVisit, PlayTour
-from ovman_ros import bundle, bundle_cdr
+from ovman_ros import bundle, bundle_cdr, names, qos
 from ovman_sim.recording import RawFrame
 from ovman_sim.session import Frame, Mode, SessionError, SimSession
 from ovman_sim.world import Condition
 
 NODE_NAME = "sim_node"
-LOAD_VISIT_SERVICE = "~/load_visit"
-ACT_SERVICE = "~/act"
-ACT_SEQUENCE_SERVICE = "~/act_sequence"
-PLAY_TOUR_SERVICE = "~/play_tour"
 ACT_CAMERA_PARAMETER = "node.act_camera"
 """The parameter that may change while the node runs (bool)."""
-
-TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-"""tf2_ros' TransformBroadcaster QoS, but transient local: tf2 listeners (volatile) match it, and a
-late subscriber that asks for transient local also gets the transforms of the frames it missed."""
-LATCHED_QOS = QoSProfile(
-    depth=1,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
 
 
 class SimNode(GraphNode):
@@ -134,30 +119,28 @@ class SimNode(GraphNode):
             outputs = bundle.camera_outputs(settings.camera_output, "config sim_node.node.camera_output")
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        frames_qos = QoSProfile(
-            depth=depth,
-            history=HistoryPolicy.KEEP_LAST,
-            reliability=ReliabilityPolicy.RELIABLE,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL,
-        )
+        frames_qos = qos.frames(depth, latched=True)
         self._camera: dict[str, Publisher] = (
-            {topic: self.create_publisher(kind, topic, frames_qos) for topic, kind in CAMERA_MESSAGES.items()}
+            {
+                topic: self.create_publisher(kind, names.relative(topic), frames_qos)
+                for topic, kind in CAMERA_MESSAGES.items()
+            }
             if bundle.CAMERA_TOPICS_OUTPUT in outputs
             else {}
         )
         """The standard camera topics' publishers (none unless node.camera_output has them)."""
         self._camera_bundle = (
-            self.create_publisher(CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, frames_qos)
+            self.create_publisher(CameraBundle, names.CAMERA_BUNDLE, frames_qos)
             if bundle.CAMERA_BUNDLE_OUTPUT in outputs
             else None
         )
-        self._odom = self.create_publisher(Odometry, bundle.ODOM_TOPIC, frames_qos)
-        self._ground_truth = self.create_publisher(String, bundle.GROUND_TRUTH_TOPIC, frames_qos)
-        self._tf = self.create_publisher(TFMessage, bundle.TF_TOPIC, TF_QOS)
-        self._tf_static = self.create_publisher(TFMessage, bundle.TF_STATIC_TOPIC, LATCHED_QOS)
+        self._odom = self.create_publisher(Odometry, names.ODOM, frames_qos)
+        self._ground_truth = self.create_publisher(String, names.GROUND_TRUTH, frames_qos)
+        self._tf = self.create_publisher(TFMessage, names.TF, qos.TF)
+        self._tf_static = self.create_publisher(TFMessage, names.TF_STATIC, qos.LATCHED)
         self._truth_records = bundle.GroundTruthRecords()
-        self._map = self.create_publisher(OccupancyGrid, bundle.MAP_TOPIC, LATCHED_QOS)
-        self._clock_publisher = self.create_publisher(Clock, bundle.CLOCK_TOPIC, frames_qos)
+        self._map = self.create_publisher(OccupancyGrid, names.MAP, qos.LATCHED)
+        self._clock_publisher = self.create_publisher(Clock, names.CLOCK, frames_qos)
         self._frame_publishers = (
             self._clock_publisher,
             self._tf,
@@ -175,10 +158,10 @@ class SimNode(GraphNode):
         """The publisher of every recorded topic that goes out as stored
         (:data:`ovman_sim.recording.FRAME_TOPICS` and the static ones), transforms first, as in a live
         frame."""
-        self.create_service(LoadVisit, LOAD_VISIT_SERVICE, self._on_load_visit)
-        self.create_service(Act, ACT_SERVICE, self._on_act)
-        self.create_service(ActSequence, ACT_SEQUENCE_SERVICE, self._on_act_sequence)
-        self.create_service(PlayTour, PLAY_TOUR_SERVICE, self._on_play_tour)
+        self.create_service(LoadVisit, names.SIM_LOAD_VISIT, self._on_load_visit)
+        self.create_service(Act, names.SIM_ACT, self._on_act)
+        self.create_service(ActSequence, names.SIM_ACT_SEQUENCE, self._on_act_sequence)
+        self.create_service(PlayTour, names.SIM_PLAY_TOUR, self._on_play_tour)
         # Static transforms hold for all time: stamp 0.
         self._tf_static.publish(static_tf_message(self.config.frames, 0))
         self._load_at_start()

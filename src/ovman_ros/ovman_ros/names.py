@@ -1,0 +1,97 @@
+"""Every topic, service and action name of the OVMAN graph, defined once, each a relative name.
+
+A relative name resolves in the namespace of the node that uses it: in the root namespace
+``camera/bundle`` is ``/camera/bundle``; a node started with ``-r __ns:=/robot1`` (or launch's
+``namespace='robot1'``) uses ``/robot1/camera/bundle``. So one graph runs under a namespace without
+a remapping, and two graphs run side by side on one domain in two namespaces. Services are named
+for what they do (``sim/act``, ``mapping/start_visit``), not for the node that serves them.
+
+Three names stay absolute by convention, and a namespaced graph remaps them (see
+:data:`NAMESPACED_REMAPPINGS`): rclpy subscribes to ``/clock`` for ``use_sim_time``, and tf2 and
+RViz read ``/tf`` and ``/tf_static``; OVMAN's own endpoints use the relative :data:`CLOCK`,
+:data:`TF` and :data:`TF_STATIC`.
+
+Recordings store names as ``ros2 bag record`` writes them from the root namespace:
+:func:`recorded` (``/camera/color/image_raw``...).
+"""
+
+from __future__ import annotations
+
+# ---- the camera (what a robot's RGB-D driver publishes, and the simulator's extras) -------------
+RGB = "camera/color/image_raw"
+"""sensor_msgs/Image, ``rgb8``, frame ``camera_optical_frame``."""
+DEPTH = "camera/depth/image_raw"
+"""sensor_msgs/Image, planar depth registered to the colour image (:func:`ovman_ros.bundle.depth_image`)."""
+INSTANCES = "camera/instances/image_raw"
+"""sensor_msgs/Image, ``32SC1`` per-frame segment ids of the simulator (0 = no object)."""
+INSTANCE_LABELS = "camera/instances/labels"
+"""std_msgs/String, JSON segment id → category of the simulator's segments, per frame."""
+CAMERA_INFO = "camera/color/camera_info"
+"""sensor_msgs/CameraInfo shared by the three images (they are registered)."""
+CAMERA_POSE = "camera/pose"
+"""geometry_msgs/PoseStamped: pose of the optical frame in ``map``."""
+CAMERA_BUNDLE = "camera/bundle"
+"""ovman_interfaces/CameraBundle: the six camera messages of one frame in one message."""
+
+# ---- the robot -----------------------------------------------------------------------------
+TF = "tf"
+TF_STATIC = "tf_static"
+ODOM = "odom"
+"""nav_msgs/Odometry: ``base_link`` in ``odom``."""
+MAP = "map"
+"""nav_msgs/OccupancyGrid of the reachable grid (latched)."""
+CLOCK = "clock"
+"""rosgraph_msgs/Clock: the simulator's time, the graph's time base with ``use_sim_time``."""
+GROUND_TRUTH = "ovman/ground_truth"
+"""std_msgs/String, JSON, evaluation only: the simulator's state per frame. No agent reads it."""
+
+# ---- OVMAN's interfaces -------------------------------------------------------------------------
+VISIT_MAP = "ovman/map/visit{visit}"
+"""ovman_interfaces/InstanceMap of one visit, latched (``.format(visit=1)``)."""
+VISIT_MARKERS = "ovman/map/visit{visit}/markers"
+"""visualization_msgs/MarkerArray of one visit's map, latched."""
+CHANGES = "ovman/changes"
+"""ovman_interfaces/ChangeSet between the latest visit maps, latched."""
+ANSWER_MARKERS = "ovman/answer/markers"
+"""visualization_msgs/MarkerArray of the latest answer, latched."""
+QUERY = "ovman/query"
+"""ovman_interfaces/srv/Query, served by query_node."""
+NAVIGATE = "ovman/navigate"
+"""ovman_interfaces/action/Navigate, served by nav_node."""
+TARGET_UPDATE = "ovman/target_update"
+"""ovman_interfaces/TargetUpdate: a moving target's new estimate, to nav_node."""
+PLAN = "ovman/plan"
+"""nav_msgs/Path: nav_node's current plan, latched."""
+
+# ---- the simulator's and the mapper's services -------------------------------------------------
+SIM_LOAD_VISIT = "sim/load_visit"
+SIM_ACT = "sim/act"
+SIM_ACT_SEQUENCE = "sim/act_sequence"
+SIM_PLAY_TOUR = "sim/play_tour"
+MAPPING_START_VISIT = "mapping/start_visit"
+MAPPING_FINISH_VISIT = "mapping/finish_visit"
+
+PLAYER_NAMESPACE = "player"
+"""The benchmark graph's tour player (a second sim_node) runs in this namespace under the graph's:
+its topics and services are ``player/camera/bundle``, ``player/sim/play_tour``... relative to the
+other nodes, and never meet the live simulator's."""
+
+NAMESPACED_REMAPPINGS = (("/clock", CLOCK), ("/tf", TF), ("/tf_static", TF_STATIC))
+"""What a node of a namespaced graph is started with (``-r /clock:=clock``...): the conventionally
+absolute names then resolve in its namespace too (in the root namespace they change nothing)."""
+
+
+def recorded(name: str) -> str:
+    """The name a recording stores for ``name``: fully qualified from the root namespace."""
+    return "/" + name
+
+
+def relative(recorded_name: str) -> str:
+    """The relative name of a recorded (root-namespace) name: ``/camera/pose`` → ``camera/pose``."""
+    return recorded_name.lstrip("/")
+
+
+def under(namespace: str, name: str) -> str:
+    """``name`` as resolved in ``namespace`` ("" or "/": the root), e.g. ``under("/robot1", QUERY)``."""
+    prefix = namespace.strip("/")
+    return f"/{prefix}/{name}" if prefix else f"/{name}"
