@@ -45,6 +45,7 @@ def _node(spec: graph.NodeSpec) -> Node:
         executable=spec.executable,
         name=spec.name,
         namespace=spec.namespace,
+        exec_name=spec.name,  # launch labels each process by its node name ([player], not [sim_node-2])
         parameters=[dict(spec.parameters)] if spec.parameters else [],
         remappings=list(spec.remappings),
         arguments=list(spec.arguments),

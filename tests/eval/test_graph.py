@@ -139,11 +139,13 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
             "node.act_camera": False,
             "node.qos_depth": config.mapping_node.node.qos_depth,
             "node.camera_output": "bundle",
+            "use_sim_time": True,
         },
-        # Lossless: sim_node's acknowledgements say a frame arrived, not that it was fused.
+        # Lossless: sim_node's acknowledgements say a frame arrived, not that it was fused. On the
+        # system clock (graph.SIM_TIME_NODES).
         "mapping_node": {"node.start_visit": 0, "node.camera_input": "bundle", "node.qos_keep_all": True},
-        "query_node": {},
-        "nav_node": {"navigation.scene": ""},
+        "query_node": {"use_sim_time": True},
+        "nav_node": {"navigation.scene": "", "use_sim_time": True},
     }
     wiring["player"] = wiring["sim_node"]
     for name, overrides in wiring.items():
@@ -155,11 +157,26 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
     assert bench["benchmark.arms"] == ["two_visit", "given_answer"] and bench["benchmark.seeds"] == [3, 4]
     assert bench[graph.RUN_DATASET] == str(dataset) and bench[graph.RUN_OUTPUT] == "out"
     assert bench[graph.RUN_STATIC_ONLY] is True and bench[graph.RUN_DIR] == ""
-    assert {k: v for k, v in bench.items() if not k.startswith(("run.", "benchmark.arms", "benchmark.seeds"))} == {
+    assert bench[graph.USE_SIM_TIME] is True
+    skip = ("run.", "benchmark.arms", "benchmark.seeds", graph.USE_SIM_TIME)
+    assert {k: v for k, v in bench.items() if not k.startswith(skip)} == {
         k: v
         for k, v in node_parameters(config, "benchmark_node").items()
         if k not in ("benchmark.arms", "benchmark.seeds")
     }
+
+
+def test_use_sim_time_is_a_launch_argument_true_by_default_given_to_every_node_but_mapping_node(dataset: Path):
+    config = load_config()
+    defaults = {a.name: a.default for a in graph.LAUNCH_ARGUMENTS}
+    assert defaults["use_sim_time"] == "true"
+    for value in (True, False):
+        arguments = {"dataset": str(dataset), "use_sim_time": str(value).lower()}
+        nodes = graph.benchmark_graph(config, graph.BenchmarkOptions.from_arguments(arguments, config))
+        timed = {n.name: n.parameters.get(graph.USE_SIM_TIME) for n in nodes}
+        assert timed == {name: (None if name == "mapping_node" else value) for name in NODES}
+    with pytest.raises(graph.GraphError, match="use_sim_time"):
+        graph.BenchmarkOptions.from_arguments({"dataset": str(dataset), "use_sim_time": "maybe"}, config)
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -318,6 +335,7 @@ class Node(Recorded):
     ) -> None:
         super().__init__(**kwargs)
         self.executable, self.package, self.name = executable, package, name
+        self.namespace, self.exec_name = namespace, exec_name
         self.parameters, self.remappings, self.arguments = parameters, remappings, arguments
 
 
@@ -392,6 +410,7 @@ def test_launch_file_starts_the_description_with_share_directory_paths(fake_laun
     for node, spec in zip(nodes, expected, strict=True):
         assert node.parameters == [dict(spec.parameters)], spec.name
         assert node.remappings == list(spec.remappings) and node.arguments == list(spec.arguments)
+        assert (node.namespace, node.exec_name) == (spec.namespace, spec.name)
     # The shipped small config (64x48 camera) is what the nodes get, not the repository's.
     assert nodes[0].parameters[0]["camera.width"] == 64
 

@@ -1,5 +1,5 @@
 """Nodes end quietly on Ctrl-C or an external shutdown, including rclpy's wait-set race; their
-endpoints get QoS event handlers only when asked for (ovman_ros.spinning.GraphNode); a parameter
+endpoints warn of incompatible QoS unless turned off (ovman_ros.spinning.GraphNode); a parameter
 override of the wrong type is a ConfigError naming it; the CPU time a node reports as it exits reads
 back from its log."""
 
@@ -53,24 +53,53 @@ def test_the_wait_set_race_after_a_shutdown_is_a_normal_end_but_not_while_the_co
     assert not rclpy_context.ok()
 
 
-def test_graph_node_endpoints_have_no_qos_event_handlers_unless_asked_for(rclpy_context):
+def test_graph_node_endpoints_warn_of_incompatible_qos_with_one_handler_unless_turned_off(rclpy_context):
     from rclpy.event_handler import SubscriptionEventCallbacks
     from std_msgs.msg import String
 
     quiet = GraphNode("quiet_node", context=rclpy_context)
+    quiet.qos_event_warnings = False
     loud = GraphNode("loud_node", context=rclpy_context)
-    loud.qos_event_warnings = True
     try:
         assert quiet.create_subscription(String, "/t", lambda _: None, 1).event_handlers == []
         assert quiet.create_publisher(String, "/t", 1).event_handlers == []
-        # Explicit callbacks are kept, and with the warnings on rclpy's defaults are back.
+        # Explicit callbacks are kept; by default one handler, the incompatible-QoS warning.
         kept = SubscriptionEventCallbacks(incompatible_qos=lambda _: None, use_default_callbacks=False)
         assert len(quiet.create_subscription(String, "/t", lambda _: None, 1, event_callbacks=kept).event_handlers) == 1
-        assert len(loud.create_subscription(String, "/t", lambda _: None, 1).event_handlers) >= 1
-        assert len(loud.create_publisher(String, "/t", 1).event_handlers) >= 1
+        assert len(loud.create_subscription(String, "/t", lambda _: None, 1).event_handlers) == 1
+        assert len(loud.create_publisher(String, "/t", 1).event_handlers) == 1
     finally:
         quiet.destroy_node()
         loud.destroy_node()
+
+
+def test_a_subscription_that_can_never_hear_its_publisher_says_why(rclpy_context, capfd):
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    listener = GraphNode("latched_listener", context=rclpy_context)
+    talker = GraphNode("volatile_talker", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(listener)
+    executor.add_node(talker)
+    try:
+        listener.create_subscription(
+            String, "/incompatible", lambda _: None, QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        )
+        talker.create_publisher(String, "/incompatible", QoSProfile(depth=1, durability=DurabilityPolicy.VOLATILE))
+        seen = ""
+        for _ in range(200):
+            executor.spin_once(timeout_sec=0.05)
+            seen += capfd.readouterr().err
+            if "incompatible QoS" in seen and seen.count("/incompatible:") >= 2:
+                break
+        assert "/incompatible: a publisher with incompatible QoS" in seen and "DURABILITY" in seen
+        assert "/incompatible: a subscription with incompatible QoS" in seen
+    finally:
+        executor.shutdown()
+        listener.destroy_node()
+        talker.destroy_node()
 
 
 def test_every_node_is_a_graph_node_that_follows_ros_qos_event_warnings(rclpy_context):
@@ -86,9 +115,9 @@ def test_every_node_is_a_graph_node_that_follows_ros_qos_event_warnings(rclpy_co
     for kind in (SimNode, MappingNode, QueryNode, NavNode, BenchmarkNode, OvmanCommander):
         assert issubclass(kind, GraphNode), kind.__name__
     config = load_config()
-    assert config.shared.ros.qos_event_warnings is False
-    loud = dataclasses.replace(config, shared=dataclasses.replace(config.shared, ros=RosConfig(True)))
-    for chosen, handlers in ((config, 0), (loud, 2)):
+    assert config.shared.ros.qos_event_warnings is True
+    quiet = dataclasses.replace(config, shared=dataclasses.replace(config.shared, ros=RosConfig(False)))
+    for chosen, handlers in ((config, 1), (quiet, 0)):
         node = SimNode(chosen, context=rclpy_context)
         try:
             assert len(node._odom.event_handlers) == handlers

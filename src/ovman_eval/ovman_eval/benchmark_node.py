@@ -106,6 +106,7 @@ from ovman_eval.graph import (
     RUN_DIR,
     RUN_OUTPUT,
     RUN_STATIC_ONLY,
+    USE_SIM_TIME,
 )
 from ovman_eval.graph_run import (
     QUERY_ARMS,
@@ -302,6 +303,9 @@ class BenchmarkNode(GraphNode):
             context=self.context,
             use_global_arguments=False,
             start_parameter_services=False,
+            # On this node's clock: it tells nav_node's plans of the current goal by their stamps.
+            cli_args=["--ros-args", "-r", f"/clock:={names.CLOCK}"],
+            parameter_overrides=[self.get_parameter(USE_SIM_TIME)],
         )
         self.clients_by_name: dict[str, Client] = {
             LOAD_VISIT_SERVICE: self.create_client(LoadVisit, LOAD_VISIT_SERVICE),

@@ -81,6 +81,14 @@ RUN_DATASET = "run.dataset"
 RUN_OUTPUT = "run.output"
 RUN_DIR = "run.run_dir"
 RUN_STATIC_ONLY = "run.static_only"
+USE_SIM_TIME = "use_sim_time"
+"""rclpy's own parameter: the node's clock follows the ``clock`` topic (``/clock`` remapped to it)."""
+SIM_TIME_NODES = (SIM_NODE, PLAYER_NODE, QUERY_NODE, NAV_NODE, BENCHMARK_NODE)
+"""The nodes given the launch argument ``use_sim_time``. Not mapping_node: it maps recorded tours,
+played at their recorded stamps (which restart with each recording), while sim_node's clock stands
+still through a static run, and query_node tells a visit's map from an older one by its stamp (the
+visit-2 map must be newer than the visit-1 map), so mapping_node stamps its maps when it makes
+them, on the system clock. On a robot every node may run on one simulated clock."""
 
 """benchmark_node's run inputs: not constants of the configuration, so not in config/ovman.yaml."""
 
@@ -113,6 +121,11 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
     LaunchArgument(
         "namespace", "", "the graph's namespace (e.g. run1): every node and name under it; empty: the root namespace"
     ),
+    LaunchArgument(
+        "use_sim_time",
+        "true",
+        "true: sim_node, the player, query_node, nav_node and benchmark_node follow sim_node's clock topic",
+    ),
 )
 NAMESPACE_PATTERN = re.compile(r"(/?[A-Za-z_][A-Za-z0-9_]*)*")
 """A ROS namespace: tokens of letters, digits and underscores, none starting with a digit."""
@@ -132,6 +145,8 @@ class BenchmarkOptions:
     """RViz watches: sim_node keeps its real-time playback and camera after every action."""
     namespace: str = ""
     """The graph's namespace, absolute ("" or "/robot1"); every node's names resolve under it."""
+    use_sim_time: bool = True
+    """``use_sim_time`` of every node but mapping_node (see :data:`SIM_TIME_NODES`)."""
 
     def __post_init__(self) -> None:
         if not self.dataset:
@@ -181,6 +196,7 @@ class BenchmarkOptions:
             static_only=parse_bool(get("static_only"), "static_only"),
             rviz=parse_bool(get("rviz"), "rviz"),
             namespace=("/" + get("namespace").strip("/")) if get("namespace").strip("/") else "",
+            use_sim_time=parse_bool(get("use_sim_time"), "use_sim_time"),
         )
 
 
@@ -289,6 +305,8 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
             RUN_STATIC_ONLY: options.static_only,
         }
     )
+    for params in (sim, query, nav, bench):
+        params[USE_SIM_TIME] = options.use_sim_time
     sim_parameters = _checked(SIM_NODE, sim)
     space = options.namespace
     # The conventionally absolute /clock, /tf and /tf_static resolve in each node's namespace.

@@ -323,6 +323,12 @@ def add(parser: argparse.ArgumentParser) -> object:
     parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
     parser.add_argument("--rviz", action="store_true", help="also start rviz2 with config/ovman.rviz")
     parser.add_argument("--namespace", default="", help=descriptions["namespace"])
+    parser.add_argument(
+        "--use-sim-time",
+        default="true",
+        choices=["true", "false"],
+        help=descriptions["use_sim_time"] + " (default: true)",
+    )
 
     parser.add_argument(
         "--log-dir", help="where the node logs and the params file go (default: a new temporary folder)"
@@ -343,6 +349,7 @@ def run(args: argparse.Namespace) -> int:
             "static_only": "true" if args.static_only else "false",
             "rviz": "true" if args.rviz else "false",
             "namespace": args.namespace,
+            "use_sim_time": args.use_sim_time,
         }
         options = BenchmarkOptions.from_arguments(values, base)
         nodes = benchmark_graph(config_for_dataset(base, options.dataset), options)

@@ -52,6 +52,7 @@ from ovman_ros.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.parameter import Parameter
 from rclpy.task import Future
 from visualization_msgs.msg import MarkerArray
@@ -297,7 +298,9 @@ class MappingNode(GraphNode):
         """Return once ``expected`` bundles are fused or ``timeout_s`` (s) has passed."""
         future: Future[bool] = Future(executor=self.executor)
         self._finishing = (expected, future)
-        timer = self.create_timer(timeout_s, lambda: future.done() or future.set_result(False))
+        # A steady clock: with use_sim_time a stalled simulated clock must not stall the timeout.
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        timer = self.create_timer(timeout_s, lambda: future.done() or future.set_result(False), clock=steady)
         try:
             await future
         finally:

@@ -18,9 +18,9 @@ is then CANCELED); ``updateTarget`` sends a newer estimate of a moving target to
 optionally with its footprint now (nav_node's ``/ovman/target_update``, ovman_interfaces/TargetUpdate;
 used when the goal was sent with ``target_may_move``).
 Positions are in ``map`` (REP 103), metres.
-Like every OVMAN node, its publisher and subscription get no QoS event handlers
-(:class:`ovman_ros.spinning.GraphNode`; set ``OvmanCommander.qos_event_warnings = True`` before
-creating one for rclpy's incompatible-QoS warnings).
+Like every OVMAN node, its publisher and subscriptions warn of incompatible QoS
+(:class:`ovman_ros.spinning.GraphNode`; set ``OvmanCommander.qos_event_warnings = False`` before
+creating one for no event handlers).
 rclpy must be initialised (``rclpy.init()``) before a commander is created. The commander spins
 its own executor, or the ``executor`` it is given: a program with nodes of its own passes its
 executor so that one wait serves all of them (their callbacks run while the commander waits).

@@ -3,11 +3,13 @@
 :class:`GraphNode` is the base of every OVMAN node (and of OvmanCommander). rclpy gives each
 publisher and subscription two event handlers that log incompatible QoS or types of a topic's
 other endpoints, and an executor adds every handler to its wait set at each wake-up: measured on
-these machines, one wake-up of a node with nine subscriptions costs 0.33 ms of CPU with them and
+these machines, one wake-up of a node with nine subscriptions costs 0.33 ms of CPU with both and
 0.12 ms without, and the benchmark graph's CPU drops from 325 s to 292 s on the default set. A
-GraphNode creates its endpoints without those handlers unless its ``qos_event_warnings`` is true
-(config ``ros.qos_event_warnings``, shared by every node: turn it on to debug the topics of a new
-robot); ``ros2 topic info -v`` shows every endpoint's QoS either way.
+GraphNode gives each endpoint one handler, the one that warns of incompatible QoS (what stops a
+volatile subscriber from ever hearing a transient-local-only publisher, or a reliable one a
+best-effort camera), while its ``qos_event_warnings`` is true (config ``ros.qos_event_warnings``,
+shared by every node, true by default), and none while it is false; ``ros2 topic info -v`` shows
+every endpoint's QoS either way.
 
 :func:`declare_config_parameters`: every node declares its config keys as ROS parameters typed by
 their defaults. rclpy refuses an override of another type (``-p grounding.delta_g:=abc``) with an
@@ -43,30 +45,54 @@ from rclpy.exceptions import InvalidParameterTypeException, ParameterException
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.qos import qos_policy_name_from_kind
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters, parameter_value, with_parameters
 
 
 class GraphNode(Node):
-    """A Node whose publishers and subscriptions get rclpy's default QoS event callbacks only while
-    ``qos_event_warnings`` is true (see the module docstring); explicit ``event_callbacks`` win."""
+    """A Node whose publishers and subscriptions warn of incompatible QoS while
+    ``qos_event_warnings`` is true, and have no event handlers otherwise (see the module
+    docstring); explicit ``event_callbacks`` win."""
 
-    qos_event_warnings = False
+    qos_event_warnings = True
     """Set it (from ``ros.qos_event_warnings``) before creating endpoints; those created before keep theirs."""
 
+    def _incompatible_qos(self, topic: str, other: str) -> Callable[[Any], None]:
+        def warn(event: Any) -> None:
+            self.get_logger().warning(
+                f"{topic}: a {other} with incompatible QoS was discovered; no messages will pass between them "
+                f"(last incompatible policy: {qos_policy_name_from_kind(event.last_policy_kind)}; "
+                f"see ros2 topic info -v {topic})"
+            )
+
+        return warn
+
     def create_publisher(
-        self, *args: Any, event_callbacks: PublisherEventCallbacks | None = None, **kwargs: Any
+        self,
+        msg_type: Any,
+        topic: str,
+        *args: Any,
+        event_callbacks: PublisherEventCallbacks | None = None,
+        **kwargs: Any,
     ) -> Any:
-        if event_callbacks is None and not self.qos_event_warnings:
-            event_callbacks = PublisherEventCallbacks(use_default_callbacks=False)
-        return super().create_publisher(*args, event_callbacks=event_callbacks, **kwargs)
+        if event_callbacks is None:
+            warn = self._incompatible_qos(topic, "subscription") if self.qos_event_warnings else None
+            event_callbacks = PublisherEventCallbacks(incompatible_qos=warn, use_default_callbacks=False)
+        return super().create_publisher(msg_type, topic, *args, event_callbacks=event_callbacks, **kwargs)
 
     def create_subscription(
-        self, *args: Any, event_callbacks: SubscriptionEventCallbacks | None = None, **kwargs: Any
+        self,
+        msg_type: Any,
+        topic: str,
+        *args: Any,
+        event_callbacks: SubscriptionEventCallbacks | None = None,
+        **kwargs: Any,
     ) -> Any:
-        if event_callbacks is None and not self.qos_event_warnings:
-            event_callbacks = SubscriptionEventCallbacks(use_default_callbacks=False)
-        return super().create_subscription(*args, event_callbacks=event_callbacks, **kwargs)
+        if event_callbacks is None:
+            warn = self._incompatible_qos(topic, "publisher") if self.qos_event_warnings else None
+            event_callbacks = SubscriptionEventCallbacks(incompatible_qos=warn, use_default_callbacks=False)
+        return super().create_subscription(msg_type, topic, *args, event_callbacks=event_callbacks, **kwargs)
 
 
 _TYPE_NAMES = {
