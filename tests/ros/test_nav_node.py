@@ -35,7 +35,7 @@ try:
     from ovman_interfaces.msg import TargetUpdate
     from ovman_interfaces.srv import Query
     from ovman_nav.commander import OvmanCommander, TaskResult
-    from ovman_nav.nav_node import (
+    from ovman_nav.nav_messages import (
         GoalError,
         goal_settings,
         goal_target,
@@ -415,7 +415,7 @@ def test_sim_node_world_steps_through_its_private_client_and_reports_a_silent_si
 
     from ovman_core.actions import Action
     from ovman_interfaces.srv import Act
-    from ovman_nav.nav_node import ACT_CLIENT_NODE, SimNodeWorld
+    from ovman_nav.sim_client import ACT_CLIENT_NODE, SimNodeWorld
 
     answer = threading.Event()
     answer.set()

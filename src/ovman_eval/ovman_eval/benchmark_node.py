@@ -149,7 +149,7 @@ from ovman_mapping.map_messages import (
 from ovman_mapping.segmenter import Segmenter
 from ovman_nav.commander import OvmanCommander
 from ovman_nav.executor import NavError, NavTarget
-from ovman_nav.nav_node import occupancy_fields
+from ovman_nav.nav_messages import occupancy_fields
 from ovman_query.arms import PARSE_FAILED, Arm
 from ovman_query.decisions import Prediction
 from ovman_query.query_messages import floor_point_msg
