@@ -3,43 +3,43 @@
 For every recorded group of the dataset (``run.dataset``), through the services and actions of
 the other nodes:
 
-1. **Maps**: for visit 1 then visit 2, ``/mapping_node/start_visit``, ``/player/load_visit``
-   with the recording, ``/player/play_tour`` (the player, a second sim_node, publishes the
-   recorded frames on ``/player/...`` topics, and mapping_node, subscribed to those, fuses them),
-   ``/mapping_node/finish_visit``; the maps arrive latched on ``/ovman/map/visit<n>``, and
-   query_node holds the pair once it publishes ``/ovman/changes``. The group's ground truth (the
+1. **Maps**: for visit 1 then visit 2, ``mapping/start_visit``, ``player/sim/load_visit``
+   with the recording, ``player/sim/play_tour`` (the player, a second sim_node, publishes the
+   recorded frames on ``player/...`` topics, and mapping_node, subscribed to those, fuses them),
+   ``mapping/finish_visit``; the maps arrive latched on ``ovman/map/visit<n>``, and
+   query_node holds the pair once it publishes ``ovman/changes``. The group's ground truth (the
    evaluated world, the mover's path, what each tour could see) is collected from the
-   ``/player/ovman/ground_truth`` records of the played frames as they arrive
+   ``player/ovman/ground_truth`` records of the played frames as they arrive
    (:class:`ovman_eval.graph_run.PlayedTruth`), every one of them (PlayTour says how many).
 2. **Static gate**, per (episode, arm, seed), right after the group's maps (query_node holds them
-   until the next group's replace them): ``/ovman/query`` with the episode's noun phrase and
+   until the next group's replace them): ``ovman/query`` with the episode's noun phrase and
    relation for two_visit and category_only, and with the query's text for two_visit_text; the
    other arms run here from the
    received maps and the episode record (:data:`ovman_eval.graph_run.QUERY_ARMS` says why).
-3. **Embodied run** (unless ``run.static_only``): ``/sim_node/load_visit`` with the evaluated world
+3. **Embodied run** (unless ``run.static_only``): ``sim/load_visit`` with the evaluated world
    (the objects at the end of the visit-2 recording, the start pose, the mover, the recording's
    condition and its seed), then
-   ``/ovman/navigate`` through :class:`ovman_nav.commander.OvmanCommander` with the arm's goal and
+   ``ovman/navigate`` through :class:`ovman_nav.commander.OvmanCommander` with the arm's goal and
    answer footprint; a moving target is followed by publishing one target update per frame, a
-   point and a footprint (the oracle arms the instance's from ``/ovman/ground_truth``, the map arms
+   point and a footprint (the oracle arms the instance's from ``ovman/ground_truth``, the map arms
    their latest sighting's in the camera frames, starting from the start view seen through a
    ``Stop``, as the in-process tracker looks before the first action). The
-   objects at the end and the trajectory come from sim_node's ``/ovman/ground_truth`` frames; a
-   ``Stop`` through ``/sim_node/act`` (which neither advances time nor the mover) marks the frame
+   objects at the end and the trajectory come from sim_node's ``ovman/ground_truth`` frames; a
+   ``Stop`` through ``sim/act`` (which neither advances time nor the mover) marks the frame
    to read them from. Ground-truth frames are decoded only as far as every frame is needed (stamp
    and agent pose); every object's state is parsed only for the frames it is read from. The node
    subscribes to sim_node's camera bundle when a map arm first follows a moving target by sight
-   (``/camera/bundle`` when sim_node's ``node.camera_output`` publishes it, as in the graph, else
+   (``camera/bundle`` when sim_node's ``node.camera_output`` publishes it, as in the graph, else
    the six camera topics, synchronised), Stopping until the bundle of a Stop arrives (the new
    subscriptions are matched); when sim_node
    starts with ``node.act_camera`` false (the graph does unless RViz watches), its camera bundle
-   after each action is turned on (``/sim_node/set_parameters``) only while such an arm follows,
+   after each action is turned on (``sim_node/set_parameters``) only while such an arm follows,
    and off again after.
 
 Steps 1 and 2 prepare the groups one after another, as far as ``node.groups_ahead`` groups ahead
-of the group whose embodied runs (step 3, on sim_node and nav_node) go on meanwhile: the
-preparation is a :class:`ovman_eval.stepwise.Stepwise` task that this node's waits and the
-callbacks of the replies and messages it waits for run on, in the one executor thread.
+of the group whose embodied runs (step 3, on sim_node and nav_node) go on meanwhile: the schedule
+is :class:`ovman_eval.group_pipeline.GroupPipeline` (no ROS), whose steps this node's waits and
+the callbacks of the replies and messages it waits for run on, in the one executor thread.
 
 Scores come from the in-process runner's own functions (:mod:`ovman_eval.graph_run`), and the
 results from :class:`ovman_eval.graph_run.GraphRun` in the runner's layout (``results.jsonl``
@@ -118,6 +118,7 @@ from ovman_eval.graph_run import (
     trajectory_of,
     without_diagnostics,
 )
+from ovman_eval.group_pipeline import GraphCallError, GroupPipeline
 from ovman_eval.map_cache import GroupMaps, MapCache
 from ovman_eval.results import EmbodiedResult, ResultRecord, StaticResult
 from ovman_eval.runner import (
@@ -132,7 +133,7 @@ from ovman_eval.runner import (
     dataset_hash,
     parse_arms,
 )
-from ovman_eval.stepwise import StepsT, Stepwise, Wait, WaitTimeoutError
+from ovman_eval.stepwise import StepsT, Wait
 from ovman_eval.tracking import LabelTracker
 from ovman_eval.validate import checked_episodes
 from ovman_interfaces.msg import CameraBundle, ChangeSet
@@ -182,13 +183,9 @@ CAMERA_SYNC_PENDING = 30
 """Most stamps with an incomplete camera bundle held while following a moving target."""
 
 
-class GraphCallError(RuntimeError):
-    """A node of the graph is missing, refused a request, or did not answer in time (names which)."""
-
-
 @dataclasses.dataclass(frozen=True)
 class TruthMessage:
-    """One ``/ovman/ground_truth`` message, decoded as far as every frame is needed: its stamp (ns)
+    """One ``ovman/ground_truth`` message, decoded as far as every frame is needed: its stamp (ns)
     and the agent pose (AI2-THOR world); :meth:`frame` and :meth:`object_target` parse the objects
     of the few frames they are read from."""
 
@@ -259,20 +256,6 @@ class PreparedGroup:
     static_s: float
 
 
-@dataclasses.dataclass
-class _Preparation:
-    """The groups being prepared: ``started`` of ``units`` so far, ``taken`` by :meth:`BenchmarkNode.prepared`,
-    the one being prepared (``job``) and those ready."""
-
-    units: list[WorkUnit]
-    evaluator: GroupEvaluator
-    ahead: int
-    started: int = 0
-    taken: int = 0
-    job: tuple[WorkUnit, Stepwise[PreparedGroup]] | None = None
-    ready: dict[str, PreparedGroup] = dataclasses.field(default_factory=dict)
-
-
 class BenchmarkNode(GraphNode):
     """See the module docstring. Single-threaded: :meth:`run` spins the node while it waits."""
 
@@ -341,8 +324,8 @@ class BenchmarkNode(GraphNode):
         self._played: tuple[PlayedTruth, int] | None = None
         """While the player plays a recording: where its ground-truth records go, and the visit."""
         self.create_subscription(String, PLAYED_TRUTH_TOPIC, self._keep_played_truth, FRAME_QOS)
-        self._preparing: _Preparation | None = None
-        self._preparing_error: GraphCallError | BenchmarkError | None = None
+        self.pipeline: GroupPipeline[PreparedGroup] | None = None
+        """The recorded groups being prepared (:meth:`prepare_groups`)."""
         self._camera_sync: StampSynchronizer[Any] | None = None
         """While a target is followed by sight (None otherwise): the synchroniser of sim_node's six
         camera topics (idle when the camera arrives as one CameraBundle)."""
@@ -509,56 +492,25 @@ class BenchmarkNode(GraphNode):
     def prepare_groups(self, units: Sequence[WorkUnit], evaluator: GroupEvaluator, ahead: int) -> None:
         """Prepare ``units`` in order, each group's maps and static gate (:meth:`_group_steps`), at
         most ``ahead`` groups beyond the one :meth:`prepared` last returned; the work goes on while
-        this node waits for anything else, one group at a time (mapping_node maps one visit at a
-        time, and query_node holds one pair)."""
-        self._preparing = _Preparation(list(units), evaluator, ahead)
-        self._step_preparation()
+        this node waits for anything else (:class:`ovman_eval.group_pipeline.GroupPipeline`)."""
+        self.pipeline = GroupPipeline(units, lambda unit: self._group_steps(unit, evaluator), ahead)
+        self.pipeline.step()
 
     def prepared(self, unit: WorkUnit) -> PreparedGroup:
         """``unit``'s maps and static results, once prepared (units are taken in order)."""
-        preparation = self._preparation()
-        preparation.taken += 1
-        while unit.group_id not in preparation.ready:
-            self._executor.spin_once(timeout_sec=SPIN_PERIOD_S)
-            self._check_preparation()
-        self._check_preparation()
-        return preparation.ready.pop(unit.group_id)
-
-    def _preparation(self) -> _Preparation:
-        if self._preparing is None:
+        if self.pipeline is None:
             raise RuntimeError("prepare_groups first")
-        return self._preparing
+        return self.pipeline.take(unit, lambda: self._executor.spin_once(timeout_sec=SPIN_PERIOD_S))
 
     def _step_preparation(self) -> None:
-        """Run the preparation on as far as it goes; called when something it may wait for has
-        happened, also from callbacks, so what it fails with is kept for :meth:`_check_preparation`."""
-        preparation = self._preparing
-        if preparation is None or self._preparing_error is not None:
-            return
-        try:
-            while True:
-                if preparation.job is not None:
-                    unit, job = preparation.job
-                    if not job.advance():
-                        return
-                    preparation.ready[unit.group_id] = job.result
-                    preparation.job = None
-                if preparation.started >= min(len(preparation.units), preparation.taken + preparation.ahead):
-                    return
-                unit = preparation.units[preparation.started]
-                preparation.started += 1
-                preparation.job = (unit, Stepwise(self._group_steps(unit, preparation.evaluator)))
-        except WaitTimeoutError as err:
-            self._preparing_error = GraphCallError(f"{err}: nothing in time (benchmark_node.node timeouts)")
-        except (GraphCallError, BenchmarkError) as err:
-            self._preparing_error = err
+        """Run the preparation on (called when something it may wait for has happened)."""
+        if self.pipeline is not None:
+            self.pipeline.step()
 
     def _check_preparation(self) -> None:
-        """Run the preparation on (its deadlines pass too) and raise what it failed with."""
-        self._step_preparation()
-        if self._preparing_error is not None:
-            error, self._preparing_error, self._preparing = self._preparing_error, None, None
-            raise error
+        """Run the preparation on and raise what it failed with."""
+        if self.pipeline is not None:
+            self.pipeline.check()
 
     def _group_steps(self, unit: WorkUnit, evaluator: GroupEvaluator) -> StepsT[PreparedGroup]:
         """``unit``'s maps (:meth:`_map_steps`), then the static result of each of its pending

@@ -5,12 +5,12 @@ bundle, converts it to an Observation (:mod:`ovman_mapping.map_messages`), fuses
 visit at once, and publishes the map of a visit when the visit is finished.
 
 Subscriptions (reliable, volatile; names from :mod:`ovman_ros.bundle`), by ``node.camera_input``:
-``topics`` (a robot's camera): ``/camera/color/image_raw``, ``/camera/depth/image_raw``,
-``/camera/instances/image_raw``, ``/camera/instances/labels``, ``/camera/color/camera_info``,
-``/camera/pose`` (the optical frame in ``map``), synchronised by exact stamp
+``topics`` (a robot's camera): ``camera/color/image_raw``, ``camera/depth/image_raw``,
+``camera/instances/image_raw``, ``camera/instances/labels``, ``camera/color/camera_info``,
+``camera/pose`` (the optical frame in ``map``), synchronised by exact stamp
 (:mod:`ovman_mapping.bundle_sync`); with a label-blind segmenter (``segmenter.kind`` learned) only
 the four a robot's camera gives (colour, depth in 32FC1 m or 16UC1 mm, camera_info, pose);
-``bundle``: ``/camera/bundle`` (ovman_interfaces/CameraBundle,
+``bundle``: ``camera/bundle`` (ovman_interfaces/CameraBundle,
 the same six messages in one, from sim_node's ``node.camera_output`` bundle or both), taken raw
 and read without copying its images (:func:`ovman_ros.bundle_cdr.decode`): one take per frame
 instead of six and no synchroniser; a bundle whose messages' stamps differ is rejected. Their
@@ -26,8 +26,8 @@ Visits (ovman_interfaces/srv/MapVisit): ``~/start_visit`` opens visit 1 or 2 (ca
 visit's frames are published); ``~/finish_visit`` waits until the visit holds ``expected_frames``
 bundles, builds its map and publishes, latched (transient local):
 
-- ``/ovman/map/visit<n>``: ovman_interfaces/InstanceMap (``map`` frame, REP 103);
-- ``/ovman/map/visit<n>/markers``: visualization_msgs/MarkerArray, DELETEALL first, then a box
+- ``ovman/map/visit<n>``: ovman_interfaces/InstanceMap (``map`` frame, REP 103);
+- ``ovman/map/visit<n>/markers``: visualization_msgs/MarkerArray, DELETEALL first, then a box
   (namespace ``visit<n>/boxes``) and a label (``visit<n>/labels``) per instance, marker id =
   instance id.
 

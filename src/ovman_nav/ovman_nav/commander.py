@@ -7,15 +7,15 @@
             feedback = commander.getFeedback()
         print(commander.getResult(), commander.getNavResult())
 
-``query`` calls ``/ovman/query`` (ovman_interfaces/srv/Query); ``goToAnswer`` sends the answer's
-goal to nav_node's ``/ovman/navigate`` action and returns once the goal is accepted or rejected
+``query`` calls ``ovman/query`` (ovman_interfaces/srv/Query); ``goToAnswer`` sends the answer's
+goal to nav_node's ``ovman/navigate`` action and returns once the goal is accepted or rejected
 (navigation continues in the background; a goal response lost to DDS's service discovery race is
 recovered from the action's status topic); ``isTaskComplete`` spins briefly and says whether it
 has ended; ``getResult`` gives SUCCEEDED / CANCELED / FAILED like BasicNavigator, and
 ``getTaskError`` / ``getNavResult`` the Navigate error code and the SPL inputs. ``getPath`` is the
 plan nav_node published for the current goal. ``cancelTask`` cancels the running goal (its result
 is then CANCELED); ``updateTarget`` sends a newer estimate of a moving target to the running goal,
-optionally with its footprint now (nav_node's ``/ovman/target_update``, ovman_interfaces/TargetUpdate;
+optionally with its footprint now (nav_node's ``ovman/target_update``, ovman_interfaces/TargetUpdate;
 used when the goal was sent with ``target_may_move``).
 Positions are in ``map`` (REP 103), metres.
 Like every OVMAN node, its publisher and subscriptions warn of incompatible QoS

@@ -1,4 +1,4 @@
-"""nav_node: the ``/ovman/navigate`` action server (ovman_interfaces/action/Navigate).
+"""nav_node: the ``ovman/navigate`` action server (ovman_interfaces/action/Navigate).
 
 A thin node: it converts goals, target updates and results between REP 103 messages (``map``
 frame) and the core's AI2-THOR world frame (:mod:`ovman_nav.nav_messages`), and calls
@@ -32,8 +32,8 @@ gives it a world of ``sim_node.world.kind`` with ``navigation.scene`` loaded: ov
 the simulator), else sim_node's over DDS (:class:`ovman_nav.sim_client.SimNodeWorld`: actions
 through ``sim/act``, or, for a fixed target, the predicted actions of the plan through
 ``sim/act_sequence``, up to ``navigation.sequence_actions`` per round trip; the reachable grid
-from sim_node's latched ``map``, the pose from ``odom``, volatile). A goal finding neither aborts with SIM_FAILURE. A cancel
-takes effect once the running sequence has been executed.
+from sim_node's latched ``map``, the pose from ``odom``, volatile). A goal finding neither aborts
+with SIM_FAILURE. A cancel takes effect once the running sequence has been executed.
 
 Parameters: every key of ``ovman_core.config.node_parameters(config, "nav_node")`` under the
 same dotted name; the config file is ``$OVMAN_CONFIG`` or the default one.

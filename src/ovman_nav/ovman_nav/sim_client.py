@@ -37,7 +37,7 @@ class SimNodeWorld:
     """The world sim_node simulates, seen over DDS (a NavigableWorld).
 
     Actions go through sim_node's Act service; the reachable positions are the free cells of
-    sim_node's latched ``/map`` (recomputed by sim_node whenever a visit loads); the pose is the
+    sim_node's latched ``map`` (recomputed by sim_node whenever a visit loads); the pose is the
     last Act reply, or ``odom`` (volatile) before the first action (``odom`` = ``map`` in simulation).
 
     The Act clients live on a private hidden node that only :meth:`step` and :meth:`step_sequence`
@@ -107,7 +107,7 @@ class SimNodeWorld:
 
     def refresh_pose(self) -> str:
         """Read the agent's pose now through a Stop (it moves nothing and advances no time): the
-        latched ``/odom`` of a visit loaded just before the goal may not have been handled yet.
+        latched ``odom`` of a visit loaded just before the goal may not have been handled yet.
         Returns the problem, or "" when the pose is current."""
         result = self.step(Action.STOP)
         return "" if result.success else result.message

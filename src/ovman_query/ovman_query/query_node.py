@@ -1,16 +1,16 @@
-"""query_node: ``/ovman/query`` served from the two latest visit maps through the reference agent.
+"""query_node: ``ovman/query`` served from the two latest visit maps through the reference agent.
 
 A thin node around :func:`ovman_query.query_requests.answer_query`:
 
-- subscribes (transient local) to ``/ovman/map/visit1`` and ``/ovman/map/visit2``
+- subscribes (transient local) to ``ovman/map/visit1`` and ``ovman/map/visit2``
   (ovman_interfaces/InstanceMap, published by mapping_node) and keeps the latest of each; a map
   that is too large (``limits.max_map_instances``), not finite or out of range
   (``limits.max_coordinate``) is refused, and the refusal replaces the visit's older map: queries
   that need it get NO_MAP naming why, never an answer from an older map of another episode;
-- serves ``/ovman/query`` (ovman_interfaces/srv/Query): free text, or category + relation, and
+- serves ``ovman/query`` (ovman_interfaces/srv/Query): free text, or category + relation, and
   the arm; the status is always set (ANSWERED, ABSTAINED, PARSE_FAILED, NO_MAP, INVALID_REQUEST);
-- publishes, latched, ``/ovman/answer/markers`` (visualization_msgs/MarkerArray: DELETEALL, then
-  the answer disc and text when answered) after every query, and ``/ovman/changes``
+- publishes, latched, ``ovman/answer/markers`` (visualization_msgs/MarkerArray: DELETEALL, then
+  the answer disc and text when answered) after every query, and ``ovman/changes``
   (ovman_interfaces/ChangeSet) whenever a new pair of maps (visit 2 newer than visit 1) is held.
 
 Parameters: every key of ``ovman_core.config.node_parameters(config, "query_node")``, plus the

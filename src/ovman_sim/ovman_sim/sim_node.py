@@ -21,7 +21,7 @@ Every name is relative (:mod:`ovman_ros.names`): in the root namespace ``camera/
 ``/camera/bundle``; under a namespace everything moves with it.
 
 After an Act or a LoadVisit the camera part of the bundle (images, labels, camera_info,
-``/camera/pose``, or ``/camera/bundle``) is published only while ``node.act_camera`` is true (a
+``camera/pose``, or ``camera/bundle``) is published only while ``node.act_camera`` is true (a
 scene loaded at start-up, ``node.scene``, always publishes it); clock, transforms, odometry and
 ground truth always are (with the camera off the frame is not rendered at all, and its ground truth lists no
 ``segment_instances``: no instance image went out). ``node.act_camera`` is the one parameter
@@ -32,8 +32,8 @@ serialise images nobody reads.
 A loaded recording plays as stored, as ``ros2 bag play --clock`` plays it: every recorded
 message's bytes, unchanged (:func:`ovman_sim.recording.read_visit_raw`: nothing is decoded but
 the labels table), at its recorded stamp (stamps restart with each recording instead of following
-this node's clock), and a ``/clock`` per frame; ``/odom`` is not recorded, so it is not played.
-A ``/camera/bundle`` (not recorded) is composed of the recorded camera messages' bytes, without
+this node's clock), and a ``clock`` per frame; ``odom`` is not recorded, so it is not played.
+A ``camera/bundle`` (not recorded) is composed of the recorded camera messages' bytes, without
 decoding them (:func:`ovman_ros.bundle_cdr.compose`).
 Only when a recording is recorded again (``record_path``) are its frames decoded and published as
 a live frame's.
