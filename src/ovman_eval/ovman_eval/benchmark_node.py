@@ -933,9 +933,13 @@ class BenchmarkNode(GraphNode):
         return 0
 
     def destroy_node(self) -> None:
-        self.commander.destroy_node()
-        self._executor.remove_node(self)
-        self._executor.shutdown()
+        # The commander and the executor are absent when the constructor failed (a bad parameter).
+        commander, executor = getattr(self, "commander", None), getattr(self, "_executor", None)
+        if commander is not None:
+            commander.destroy_node()
+        if executor is not None:
+            executor.remove_node(self)
+            executor.shutdown()
         super().destroy_node()
 
 

@@ -114,6 +114,10 @@ _FIXED_PARAMETERS = (
 class NavNode(GraphNode):
     """Navigate action server; see the module docstring."""
 
+    sim: SimNodeWorld | None = None
+    """sim_node's world over DDS (None until made, and when the node drives another world); a class
+    default, so that rclpy's clean-up of a node that failed to start can destroy it."""
+
     def __init__(
         self,
         config: OvmanConfig,
@@ -131,7 +135,6 @@ class NavNode(GraphNode):
         if nav.backend not in ("builtin", "nav2"):
             raise ConfigError(f"navigation.backend = {nav.backend!r}; expected builtin or nav2")
         group = ReentrantCallbackGroup()
-        self.sim: SimNodeWorld | None = None
         world: NavigableWorld | None = None
         if nav.scene:
             if world_factory is None:
