@@ -15,9 +15,9 @@ from ovman_eval.cli import main
 from ovman_eval.report import (
     REPORT_HTML,
     REPORT_MD,
-    _perception_tables,
     draw_episode,
     figure_map_quality,
+    perception_tables,
     write_report,
 )
 from ovman_eval.results import (
@@ -123,7 +123,7 @@ def test_html_report_embeds_the_summary_figures_and_links_the_episodes(reported)
     assert all(base64.b64decode(data).startswith(PNG_MAGIC) for data in embedded)
     assert "href='figures/episodes/e3.png'" in page
     # + the parser's accuracy and confusion, the perception tables and the episode table
-    perception = _perception_tables(run_dir)
+    perception = perception_tables(run_dir)
     assert page.count("<table>") == len(all_tables(read_results(run_dir))) + 3 + len(perception)
     assert "Query parser: per-relation confusion (held-out)" in page
 
@@ -147,10 +147,10 @@ def test_the_perception_section_says_why_when_there_is_no_segmenter_to_score(tmp
     segmenter = run["identity"]["config"]["mapping_node"]["ros__parameters"]["segmenter"]
     segmenter["kind"] = "simulator"
     (run_dir / RUN_FILE).write_text(json.dumps(run))
-    assert "no segmenter to score" in _perception_tables(run_dir)
+    assert "no segmenter to score" in perception_tables(run_dir)
     segmenter.update(kind="learned", model=str(tmp_path / "nowhere"))
     (run_dir / RUN_FILE).write_text(json.dumps(run))
-    assert _perception_tables(run_dir).startswith("unavailable:") and "nowhere" in _perception_tables(run_dir)
+    assert perception_tables(run_dir).startswith("unavailable:") and "nowhere" in perception_tables(run_dir)
     md_path, _ = write_report(run_dir, episode_figures=False)
     assert "**perception**: unavailable" in md_path.read_text()
 

@@ -101,7 +101,7 @@ def test_a_target_followed_by_sight_starts_from_the_start_view(
 def test_the_start_up_handshake_sends_again_until_answered_and_names_a_node_that_never_answers(rclpy_context) -> None:
     node = BenchmarkNode(CONFIG, context=rclpy_context)
     server = rclpy.create_node("late_server", context=rclpy_context)
-    node._executor.add_node(server)
+    node.executor.add_node(server)
     try:
         # The service appears after the first requests went out: only a request sent again is answered.
         retry = CONFIG.benchmark_node.node.handshake_retry_s
@@ -111,17 +111,17 @@ def test_the_start_up_handshake_sends_again_until_answered_and_names_a_node_that
         client = node.create_client(GetParameters, "/late_server/probe")
         start = time.monotonic()
         appear.start()
-        node._handshake("/late_server", client, start + 30.0)
+        node.handshake("/late_server", client, start + 30.0)
         assert 1.5 * retry <= time.monotonic() - start < 30.0
 
         absent = node.create_client(GetParameters, "/absent_node/get_parameters")
         start = time.monotonic()
         with pytest.raises(GraphCallError, match="/absent_node did not answer /absent_node/get_parameters"):
-            node._handshake("/absent_node", absent, start + 2.5 * retry)
+            node.handshake("/absent_node", absent, start + 2.5 * retry)
         assert time.monotonic() - start >= 2.5 * retry
     finally:
         appear.cancel()
-        node._executor.remove_node(server)
+        node.executor.remove_node(server)
         server.destroy_node()
         node.destroy_node()
 
@@ -132,17 +132,17 @@ def test_benchmark_node_serves_its_parameters_and_refuses_changes(rclpy_context)
 
     node = BenchmarkNode(CONFIG, context=rclpy_context)
     probe = rclpy.create_node("param_probe", context=rclpy_context)
-    node._executor.add_node(probe)
+    node.executor.add_node(probe)
     try:
         get = probe.create_client(GetParameters, "/benchmark_node/get_parameters")
         put = probe.create_client(SetParameters, "/benchmark_node/set_parameters")
         assert get.wait_for_service(timeout_sec=START_TIMEOUT_S) and put.wait_for_service(timeout_sec=START_TIMEOUT_S)
         future = get.call_async(GetParameters.Request(names=["benchmark.workers"]))
-        node._executor.spin_until_future_complete(future, timeout_sec=START_TIMEOUT_S)
+        node.executor.spin_until_future_complete(future, timeout_sec=START_TIMEOUT_S)
         assert future.result().values[0].integer_value == CONFIG.benchmark_node.benchmark.workers
         change = Parameter("benchmark.workers", value=7).to_parameter_msg()
         future = put.call_async(SetParameters.Request(parameters=[change]))
-        node._executor.spin_until_future_complete(future, timeout_sec=START_TIMEOUT_S)
+        node.executor.spin_until_future_complete(future, timeout_sec=START_TIMEOUT_S)
         (result,) = future.result().results
         assert not result.successful and "start a new run" in result.reason
     finally:

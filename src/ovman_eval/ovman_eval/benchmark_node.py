@@ -422,14 +422,14 @@ class BenchmarkNode(GraphNode):
 
     def wait_for_graph(self) -> None:
         """Every service and the Navigate action, within ``node.start_timeout_s`` (nodes load models), then a
-        handshake with every node (:meth:`_handshake`) before the first real call."""
+        handshake with every node (:meth:`handshake`) before the first real call."""
         deadline = time.monotonic() + self.waits.start_timeout_s
         for name, client in self.clients_by_name.items():
             if not client.wait_for_service(timeout_sec=max(deadline - time.monotonic(), 0.0)):
                 raise GraphCallError(f"service {name} is not available; is its node running?")
         if not self.commander.nav_client.wait_for_server(timeout_sec=max(deadline - time.monotonic(), 0.0)):
             raise GraphCallError(f"action {names.NAVIGATE} is not available; is nav_node running?")
-        answers = {node: self._handshake(node, client, deadline) for node, client in self._handshake_clients.items()}
+        answers = {node: self.handshake(node, client, deadline) for node, client in self._handshake_clients.items()}
         values = answers[SIM_NODE].values
         if len(values) != 2 or values[0].type != ParameterType.PARAMETER_BOOL:
             raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA} (a bool)")
@@ -440,7 +440,7 @@ class BenchmarkNode(GraphNode):
             raise GraphCallError(str(err)) from None
         self.sim_camera_bundle = bundle.CAMERA_BUNDLE_OUTPUT in outputs
 
-    def _handshake(self, node: str, client: Client, deadline: float) -> GetParameters.Response:
+    def handshake(self, node: str, client: Client, deadline: float) -> GetParameters.Response:
         """``node``'s answer to a request that changes nothing (its parameters: sim_node's
         ``node.act_camera`` and ``node.camera_output``, none of the others), sent again every
         ``node.handshake_retry_s`` until ``deadline`` (monotonic s).

@@ -627,7 +627,7 @@ def _parser_tables(run_dir: Path) -> list[Table] | str:
     return [parser_table(reports), parser_confusion_table(held_out)]
 
 
-def _perception_tables(run_dir: Path) -> list[Table] | str:
+def perception_tables(run_dir: Path) -> list[Table] | str:
     """The agent's segmenter on the held-out perception homes, from its model's manifest (what
     ``ovman train-perception`` measured: :func:`ovman_eval.perception.held_out_figures`), or why
     there is nothing to show."""
@@ -761,7 +761,7 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
         facts.append(("parser accuracy", parser))
     else:
         tables.extend(parser)
-    perception = _perception_tables(run_dir)
+    perception = perception_tables(run_dir)
     if isinstance(perception, str):
         facts.append(("perception", perception))
     else:
