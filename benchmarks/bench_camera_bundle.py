@@ -72,7 +72,7 @@ def publish(way: str, frames: int) -> dict[str, float]:
     from rclpy.serialization import deserialize_message
 
     from ovman_interfaces.msg import CameraBundle
-    from ovman_ros import bundle, bundle_cdr
+    from ovman_ros import bundle_cdr, names
 
     stored = stored_frame()
     rclpy.init()
@@ -80,7 +80,7 @@ def publish(way: str, frames: int) -> dict[str, float]:
     if way == "topics":
         publishers = {t: node.create_publisher(kind, t, qos(False)) for t, kind in CAMERA_MESSAGES.items()}
     else:
-        topic = bundle.CAMERA_BUNDLE_TOPIC
+        topic = names.CAMERA_BUNDLE
         publishers = {topic: node.create_publisher(CameraBundle, topic, qos(False))}
     deadline = time.monotonic() + 30.0
     while any(p.get_subscription_count() == 0 for p in publishers.values()):
@@ -95,9 +95,9 @@ def publish(way: str, frames: int) -> dict[str, float]:
                 publisher.publish(stored[topic])
         elif way == "bundle_rclpy":
             camera = {t: deserialize_message(data, CAMERA_MESSAGES[t]) for t, data in stored.items()}
-            publishers[bundle.CAMERA_BUNDLE_TOPIC].publish(camera_bundle_msg(camera))
+            publishers[names.CAMERA_BUNDLE].publish(camera_bundle_msg(camera))
         else:
-            publishers[bundle.CAMERA_BUNDLE_TOPIC].publish(bundle_cdr.compose(stored))
+            publishers[names.CAMERA_BUNDLE].publish(bundle_cdr.compose(stored))
         if (k + 1) % WINDOW == 0:
             for publisher in publishers.values():
                 publisher.wait_for_all_acked(Duration(seconds=10.0))
@@ -113,7 +113,7 @@ def subscribe(way: str, frames: int) -> dict[str, float]:
     from rclpy.executors import SingleThreadedExecutor
 
     from ovman_interfaces.msg import CameraBundle
-    from ovman_ros import bundle, bundle_cdr
+    from ovman_ros import bundle_cdr, names
 
     rclpy.init()
     node = rclpy.create_node("bench_camera_subscriber")
@@ -134,10 +134,10 @@ def subscribe(way: str, frames: int) -> dict[str, float]:
             node.create_subscription(kind, topic, count, qos(True))
         expected = len(CAMERA_MESSAGES) * frames
     elif way == "bundle_rclpy":
-        node.create_subscription(CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, count, qos(True))
+        node.create_subscription(CameraBundle, names.CAMERA_BUNDLE, count, qos(True))
         expected = frames
     else:
-        node.create_subscription(CameraBundle, bundle.CAMERA_BUNDLE_TOPIC, read, qos(True), raw=True)
+        node.create_subscription(CameraBundle, names.CAMERA_BUNDLE, read, qos(True), raw=True)
         expected = frames
     executor = SingleThreadedExecutor()
     executor.add_node(node)

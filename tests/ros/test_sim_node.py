@@ -20,15 +20,20 @@ from .processes import NodeProcess
 
 try:
     import rclpy
-    from geometry_msgs.msg import PoseStamped
     from nav_msgs.msg import OccupancyGrid, Odometry
-    from ovman_ros.messages import depth_array, floor_pose_msg, image_array, stamp_of, start_pose_from_msg
+    from ovman_ros.messages import (
+        CAMERA_MESSAGES,
+        depth_array,
+        floor_pose_msg,
+        image_array,
+        stamp_of,
+        start_pose_from_msg,
+    )
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from rosgraph_msgs.msg import Clock
-    from sensor_msgs.msg import CameraInfo, Image
     from std_msgs.msg import String
     from tf2_msgs.msg import TFMessage
 
@@ -43,7 +48,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from ovman_core.camera import Intrinsics
 from ovman_core.config import ConfigError, load_config
-from ovman_ros import bundle
+from ovman_ros import bundle, names
 from ovman_sim.recording import read_visit, read_visit_raw
 
 pytestmark = pytest.mark.ros
@@ -62,18 +67,13 @@ SERVICES = {
 }
 """Each service: its type and relative name."""
 BUNDLE_TOPICS = {
-    bundle.RGB_TOPIC: Image,
-    bundle.DEPTH_TOPIC: Image,
-    bundle.INSTANCES_TOPIC: Image,
-    bundle.INSTANCE_LABELS_TOPIC: String,
-    bundle.CAMERA_INFO_TOPIC: CameraInfo,
-    bundle.CAMERA_POSE_TOPIC: PoseStamped,
-    bundle.ODOM_TOPIC: Odometry,
+    **CAMERA_MESSAGES,
+    names.ODOM: Odometry,
     bundle.GROUND_TRUTH_TOPIC: String,
     bundle.TF_TOPIC: TFMessage,
-    bundle.CLOCK_TOPIC: Clock,
+    names.CLOCK: Clock,
 }
-EVERY_FRAME = {bundle.GROUND_TRUTH_TOPIC, bundle.ODOM_TOPIC, bundle.TF_TOPIC, bundle.CLOCK_TOPIC}
+EVERY_FRAME = {bundle.GROUND_TRUTH_TOPIC, names.ODOM, bundle.TF_TOPIC, names.CLOCK}
 """What every frame publishes, whatever ``node.act_camera`` and ``node.camera_output`` say."""
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 FRAMES_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
@@ -103,7 +103,7 @@ class Probe:
         """Stamps below it are not recorded (see :meth:`reload_matched`)."""
         for topic, kind in BUNDLE_TOPICS.items():
             self.node.create_subscription(kind, topic, self._recorder(topic), FRAMES_QOS)
-        for topic, kind in ((bundle.MAP_TOPIC, OccupancyGrid), (bundle.TF_STATIC_TOPIC, TFMessage)):
+        for topic, kind in ((names.MAP, OccupancyGrid), (bundle.TF_STATIC_TOPIC, TFMessage)):
             self.node.create_subscription(kind, topic, self._latch(topic), LATCHED)
         self.clients = {name: self.node.create_client(kind, service) for name, (kind, service) in SERVICES.items()}
 
@@ -173,7 +173,7 @@ def message_stamp(topic: str, message: Any) -> int:
     if topic == bundle.TF_TOPIC:
         (stamp,) = {stamp_of(t.header) for t in message.transforms}
         return stamp
-    if topic == bundle.CLOCK_TOPIC:
+    if topic == names.CLOCK:
         return message.clock.sec * 1_000_000_000 + message.clock.nanosec
     if isinstance(message, String):  # the JSON tables carry the stamp of their frame
         return int(json.loads(message.data)["stamp_ns"])
@@ -196,7 +196,7 @@ def probe(rclpy_context: Any, sim_node: NodeProcess) -> Iterator[Probe]:
 def test_sim_node_publishes_a_full_bundle_with_one_stamp_and_the_latched_map_and_acts(probe: Probe, sim_node):
     # The frame of the (re)loaded scene, /map and /tf_static (latched).
     probe.spin_until(
-        lambda: probe.complete_stamps() and {bundle.MAP_TOPIC, bundle.TF_STATIC_TOPIC} <= set(probe.latched),
+        lambda: probe.complete_stamps() and {names.MAP, bundle.TF_STATIC_TOPIC} <= set(probe.latched),
         "a complete bundle, /map and /tf_static",
         START_TIMEOUT_S,
     )
@@ -222,14 +222,14 @@ def test_sim_node_publishes_a_full_bundle_with_one_stamp_and_the_latched_map_and
         frames.odom: frames.map,
         frames.optical: frames.camera,
     }
-    assert got[bundle.ODOM_TOPIC].child_frame_id == frames.base
-    grid = probe.latched[bundle.MAP_TOPIC]
+    assert got[names.ODOM].child_frame_id == frames.base
+    grid = probe.latched[names.MAP]
     assert grid.header.frame_id == frames.map and grid.info.resolution == CONFIG.sim_node.world.grid_size
     cells = np.asarray(grid.data, dtype=np.int8)
     assert cells.size == grid.info.width * grid.info.height and (cells == 0).any() and (cells == 100).any()
 
     # The action service moves the agent one grid step and publishes a newer bundle.
-    start = got[bundle.ODOM_TOPIC].pose.pose.position
+    start = got[names.ODOM].pose.pose.position
     for _ in range(4):
         moved = probe.call("act", Act.Request(action="MoveAhead"))
         if moved.success:
@@ -242,7 +242,7 @@ def test_sim_node_publishes_a_full_bundle_with_one_stamp_and_the_latched_map_and
     after = stamp_of(moved.pose.header)
     probe.spin_until(lambda: after in probe.complete_stamps(), "the bundle after MoveAhead", CALL_TIMEOUT_S)
     assert after > stamp
-    assert probe.by_stamp[after][bundle.ODOM_TOPIC].pose.pose.position.x == pytest.approx(end.x)
+    assert probe.by_stamp[after][names.ODOM].pose.pose.position.x == pytest.approx(end.x)
 
     refused = probe.call("act", Act.Request(action="Jump"))
     assert not refused.success and "unknown action 'Jump'" in refused.message
@@ -278,18 +278,18 @@ def test_play_tour_publishes_every_frame_records_it_and_replays_the_recording(pr
     # A recording plays as stored (ros2 bag play): its messages and stamps, with /clock; no /odom.
     live_messages = {stamp: probe.by_stamp[stamp] for stamp in live}
     probe.forget()  # a replay's stamps are the recording's
-    odom_before = probe.count[bundle.ODOM_TOPIC]
+    odom_before = probe.count[names.ODOM]
     replayed = probe.call("play_tour", PlayTour.Request())
     assert replayed.success and replayed.frames == toured.frames, replayed.message
     assert replayed.step == recorded[-1].observation.step
     stored = [frame.stamp_ns for frame in read_visit_raw(record)]
-    played = set(BUNDLE_TOPICS) - {bundle.ODOM_TOPIC}
+    played = set(BUNDLE_TOPICS) - {names.ODOM}
     probe.spin_until(
         lambda: all(played <= set(probe.by_stamp.get(s, ())) for s in stored),
         "every bundle of the replay",
         CALL_TIMEOUT_S,
     )
-    assert sorted(probe.by_stamp) == stored and probe.count[bundle.ODOM_TOPIC] == odom_before
+    assert sorted(probe.by_stamp) == stored and probe.count[names.ODOM] == odom_before
     for stamp, first in zip(stored, live_messages.values(), strict=True):
         again = probe.by_stamp[stamp]
         assert np.array_equal(image_array(again[bundle.RGB_TOPIC]), image_array(first[bundle.RGB_TOPIC]))
@@ -303,7 +303,7 @@ def test_play_tour_publishes_every_frame_records_it_and_replays_the_recording(pr
 def test_act_sequence_publishes_a_bundle_per_action_and_stops_at_an_unexpected_pose(probe: Probe, sim_node):
     probe.spin_until(lambda: probe.complete_stamps(), "the bundle of the loaded scene", START_TIMEOUT_S)
     (loaded,) = probe.complete_stamps()
-    start = start_pose_from_msg(probe.by_stamp[loaded][bundle.ODOM_TOPIC].pose.pose, 0.0)
+    start = start_pose_from_msg(probe.by_stamp[loaded][names.ODOM].pose.pose, 0.0)
     turn = CONFIG.sim_node.world.rotate_step_deg
     right = dataclasses.replace(start, yaw_deg=(start.yaw_deg + turn) % 360.0)
     twice = dataclasses.replace(start, yaw_deg=(start.yaw_deg + 2 * turn) % 360.0)
@@ -341,7 +341,7 @@ def test_act_publishes_the_camera_only_while_act_camera_is_on_and_unpaced_play_l
     quiet = probe.call("act", Act.Request(action="RotateRight"))
     assert quiet.success, quiet.message
     quiet_stamp = stamp_of(quiet.pose.header)
-    without_camera = {bundle.GROUND_TRUTH_TOPIC, bundle.ODOM_TOPIC, bundle.TF_TOPIC, bundle.CLOCK_TOPIC}
+    without_camera = {bundle.GROUND_TRUTH_TOPIC, names.ODOM, bundle.TF_TOPIC, names.CLOCK}
     probe.spin_until(
         lambda: without_camera <= set(probe.by_stamp[quiet_stamp]), "ground truth, odom, tf and clock", CALL_TIMEOUT_S
     )
@@ -383,13 +383,13 @@ def test_the_camera_bundle_holds_the_six_camera_messages_live_and_replayed(probe
     bundles: dict[int, CameraBundle] = {}
     probe.node.create_subscription(
         CameraBundle,
-        bundle.CAMERA_BUNDLE_TOPIC,
+        names.CAMERA_BUNDLE,
         lambda message: bundles.__setitem__(stamp_of(message.rgb.header), message),
         FRAMES_QOS,
     )
     # Volatile: the bundle subscription gets the tour's frames (not the loaded scene's, published before).
     probe.spin_until(
-        lambda: probe.node.get_publishers_info_by_topic(bundle.CAMERA_BUNDLE_TOPIC), "the bundle", START_TIMEOUT_S
+        lambda: probe.node.get_publishers_info_by_topic(names.CAMERA_BUNDLE), "the bundle", START_TIMEOUT_S
     )
 
     def same_as_topics(stamps: list[int]) -> None:
@@ -428,10 +428,7 @@ def test_the_camera_bundle_holds_the_six_camera_messages_live_and_replayed(probe
 @pytest.mark.parametrize("sim_parameters", [[*SIM_PARAMETERS, "node.camera_output:=bundle"]], ids=["bundle"])
 def test_with_the_bundle_output_the_standard_camera_topics_have_no_publisher(probe: Probe, sim_node):
     probe.spin_until(
-        lambda: (
-            probe.node.count_publishers(bundle.CAMERA_BUNDLE_TOPIC) == 1
-            and probe.node.count_publishers(bundle.ODOM_TOPIC) == 1
-        ),
+        lambda: probe.node.count_publishers(names.CAMERA_BUNDLE) == 1 and probe.node.count_publishers(names.ODOM) == 1,
         "sim_node's /camera/bundle and /odom publishers",
         START_TIMEOUT_S,
     )

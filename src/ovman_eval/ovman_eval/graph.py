@@ -305,8 +305,9 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
             RUN_STATIC_ONLY: options.static_only,
         }
     )
-    for params in (sim, query, nav, bench):
-        params[USE_SIM_TIME] = options.use_sim_time
+    by_node = {SIM_NODE: sim, MAPPING_NODE: mapping, QUERY_NODE: query, NAV_NODE: nav, BENCHMARK_NODE: bench}
+    for name in SIM_TIME_NODES:
+        by_node.get(name, sim)[USE_SIM_TIME] = options.use_sim_time  # the player runs with sim_node's parameters
     sim_parameters = _checked(SIM_NODE, sim)
     space = options.namespace
     # The conventionally absolute /clock, /tf and /tf_static resolve in each node's namespace.

@@ -60,20 +60,12 @@ CAMERA_POSE_TOPIC = names.recorded(names.CAMERA_POSE)
 """geometry_msgs/PoseStamped: pose of the **optical frame** in ``map``."""
 TF_TOPIC = names.recorded(names.TF)
 TF_STATIC_TOPIC = names.recorded(names.TF_STATIC)
-ODOM_TOPIC = names.recorded(names.ODOM)
-"""nav_msgs/Odometry: ``base_link`` in ``odom`` (ground truth in simulation)."""
-MAP_TOPIC = names.recorded(names.MAP)
-"""nav_msgs/OccupancyGrid of the reachable grid (latched)."""
-CLOCK_TOPIC = names.recorded(names.CLOCK)
 GROUND_TRUTH_TOPIC = names.recorded(names.GROUND_TRUTH)
 """std_msgs/String, JSON, **evaluation only**: the stamp (as in the labels), the exact agent pose,
 segment → instance table and every object's state per frame. The reference agent never
 subscribes to it."""
 CAMERA_TOPICS = (RGB_TOPIC, DEPTH_TOPIC, INSTANCES_TOPIC, INSTANCE_LABELS_TOPIC, CAMERA_INFO_TOPIC, CAMERA_POSE_TOPIC)
 """The camera bundle on the standard topics: what a robot's camera driver publishes."""
-CAMERA_BUNDLE_TOPIC = names.recorded(names.CAMERA_BUNDLE)
-"""ovman_interfaces/CameraBundle: the same six messages of a frame in one message (one take for a
-subscriber instead of six, and no synchroniser)."""
 CAMERA_BUNDLE_MEMBERS = (
     ("pose", CAMERA_POSE_TOPIC),
     ("camera_info", CAMERA_INFO_TOPIC),
@@ -83,17 +75,6 @@ CAMERA_BUNDLE_MEMBERS = (
     ("labels", INSTANCE_LABELS_TOPIC),
 )
 """CameraBundle's members in their order, each with the standard topic its message comes from."""
-PUBLISHED_TOPICS = (
-    *CAMERA_TOPICS,
-    CAMERA_BUNDLE_TOPIC,
-    TF_TOPIC,
-    TF_STATIC_TOPIC,
-    ODOM_TOPIC,
-    MAP_TOPIC,
-    CLOCK_TOPIC,
-    GROUND_TRUTH_TOPIC,
-)
-"""Every topic sim_node may publish."""
 
 CAMERA_TOPICS_OUTPUT = "topics"
 CAMERA_BUNDLE_OUTPUT = "bundle"
@@ -104,7 +85,7 @@ CAMERA_OUTPUTS = {
     CAMERA_BOTH_OUTPUT: frozenset({CAMERA_TOPICS_OUTPUT, CAMERA_BUNDLE_OUTPUT}),
 }
 """Where a camera frame travels (sim_node ``node.camera_output``): the six standard topics
-(:data:`CAMERA_TOPICS`), the one :data:`CAMERA_BUNDLE_TOPIC`, or both."""
+(:data:`CAMERA_TOPICS`), the one ``camera/bundle`` (:data:`ovman_ros.names.CAMERA_BUNDLE`), or both."""
 CAMERA_INPUTS = (CAMERA_TOPICS_OUTPUT, CAMERA_BUNDLE_OUTPUT)
 """Where a camera consumer reads frames from (mapping_node ``node.camera_input``)."""
 

@@ -89,9 +89,3 @@ def recorded(name: str) -> str:
 def relative(recorded_name: str) -> str:
     """The relative name of a recorded (root-namespace) name: ``/camera/pose`` → ``camera/pose``."""
     return recorded_name.lstrip("/")
-
-
-def under(namespace: str, name: str) -> str:
-    """``name`` as resolved in ``namespace`` ("" or "/": the root), e.g. ``under("/robot1", QUERY)``."""
-    prefix = namespace.strip("/")
-    return f"/{prefix}/{name}" if prefix else f"/{name}"
