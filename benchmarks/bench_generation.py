@@ -42,8 +42,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from ovman_core.config import load_config
-from ovman_eval.dataset import generate_dataset
-from ovman_eval.generation import TIMING_KEYS, GenerationRequest
+from ovman_eval.generation.dataset import generate_dataset
+from ovman_eval.generation.plan import TIMING_KEYS, GenerationRequest
 
 PAPER_EPISODES = 219
 PAPER_SCENES = 20

@@ -45,10 +45,10 @@ from ovman_ros.spinning import cpu_time_reports
 
 from ovman_core.config import OvmanConfig, default_config_path, load_config, to_document
 from ovman_core.relations import Relation
-from ovman_eval.benchmark_command import default_dataset
-from ovman_eval.dataset import generate_dataset
-from ovman_eval.generation import GenerationRequest
-from ovman_eval.results import RESULTS, TIMINGS
+from ovman_eval.cli.benchmark import default_dataset
+from ovman_eval.generation.dataset import generate_dataset
+from ovman_eval.generation.plan import GenerationRequest
+from ovman_eval.runs.results import RESULTS, TIMINGS
 
 GOAL_RATIO = 1.3
 RUNS = (("in_process_cold", "warm"), ("graph_cold", "cold"), ("graph_warm", "warm"), ("in_process_warm", "warm"))
@@ -145,7 +145,7 @@ def main() -> None:
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
-    ovman = [sys.executable, "-m", "ovman_eval.cli"]
+    ovman = [sys.executable, "-m", "ovman_eval.cli.main"]
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-graph-") as tmp:
         work = Path(tmp)

@@ -36,7 +36,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional  # noqa: E402
 
 from ovman_core.config import load_config  # noqa: E402
-from ovman_eval.perception import VOCABULARY, Frame, evaluate, perception_frames  # noqa: E402
+from ovman_eval.perception.training import VOCABULARY, Frame, evaluate, perception_frames  # noqa: E402
 from ovman_mapping.learned_segmenter import LearnedSegmenter  # noqa: E402
 from ovman_mapping.segmenter import Segment, Segmentation  # noqa: E402
 from ovman_mapping.segnet import network_input  # noqa: E402

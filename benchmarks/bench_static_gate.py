@@ -25,10 +25,11 @@ from pathlib import Path
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
-from ovman_eval.dataset import generate_dataset, read_episodes
-from ovman_eval.generation import GenerationRequest
-from ovman_eval.map_cache import MapCache
-from ovman_eval.runner import GroupEvaluator, WorkUnit, dataset_hash
+from ovman_eval.benchmark.evaluator import GroupEvaluator
+from ovman_eval.benchmark.map_cache import MapCache
+from ovman_eval.benchmark.request import WorkUnit, dataset_hash
+from ovman_eval.generation.dataset import generate_dataset, read_episodes
+from ovman_eval.generation.plan import GenerationRequest
 from ovman_query.arms import Arm
 
 GOAL_S = 2.0

@@ -7,7 +7,7 @@
 Starts sim_node, the player (a second sim_node that plays the recorded tours, in the namespace
 ``player`` under the graph's),
 mapping_node, query_node, nav_node and benchmark_node as described by
-:mod:`ovman_eval.graph` (the description ``ovman launch benchmark`` starts too), every node with
+:mod:`ovman_eval.graph.description` (the description ``ovman launch benchmark`` starts too), every node with
 its parameters from the configuration (``config:=`` or the ovman.yaml installed in this package's
 share directory, also exported as ``$OVMAN_CONFIG``; ``$FASTDDS_DEFAULT_PROFILES_FILE`` is the
 share directory's ``config/fastdds.xml`` unless already set), and RViz with ``config/ovman.rviz`` when
@@ -36,7 +36,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from ovman_core.config import CONFIG_ENV, load_config
-from ovman_eval import graph
+from ovman_eval.graph import description as graph
 
 
 def _node(spec: graph.NodeSpec) -> Node:

@@ -63,3 +63,93 @@ def test_the_core_and_the_robot_side_never_import_rclpy_outside_their_nodes():
             if module.name.endswith("_node.py") or module.name in ("commander.py", "sim_client.py", "nav2_backend.py"):
                 continue
             assert "rclpy" not in imports(module), module
+
+
+EVAL_ALLOWED = {
+    "task": set(),
+    "runs": {"task"},
+    "generation": {"task", "runs"},
+    "analysis": {"task", "runs", "generation"},
+    "benchmark": {"task", "runs", "generation", "analysis"},
+    "perception": {"task", "runs", "generation"},
+    "graph": {"task", "runs", "generation", "analysis", "benchmark"},
+    "cli": {"task", "runs", "generation", "analysis", "benchmark", "perception", "graph"},
+}
+"""ovman_eval's subpackages → the subpackages they may import (docs/ARCHITECTURE.md)."""
+EVAL = SRC / "ovman_eval" / "ovman_eval"
+LONG_MODULE = 550
+"""Lines above which a module states why it is one module (a docstring paragraph "Why one module")."""
+
+
+def eval_imports(path: Path) -> set[str]:
+    """The ovman_eval modules ``path`` imports, at any depth, as dotted names."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ovman_eval."):
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            # `from ovman_eval.graph import description` imports a module; `from m import name` the module m.
+            found.update(
+                n if (EVAL / (n.removeprefix("ovman_eval.").replace(".", "/") + ".py")).is_file() else node.module
+                for n in names
+            )
+    return found
+
+
+def module_name(path: Path) -> str:
+    return ".".join(("ovman_eval", *path.relative_to(EVAL).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def test_ovman_evals_subpackages_import_only_those_below_them():
+    folders = {p.name for p in EVAL.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(EVAL_ALLOWED), "every subpackage is layered"
+    assert not [p.name for p in EVAL.glob("*.py") if p.name != "__init__.py"], "every module is in a subpackage"
+    wrong = []
+    for path in EVAL.rglob("*.py"):
+        own = path.relative_to(EVAL).parts[0]
+        for imported in eval_imports(path):
+            other = imported.split(".")[1]
+            if other != own and other not in EVAL_ALLOWED.get(own, set()):
+                wrong.append(f"{module_name(path)} imports {imported}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_ovman_eval_has_no_import_cycles():
+    graph = {module_name(p): eval_imports(p) for p in EVAL.rglob("*.py")}
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
+        if module in done:
+            return
+        for imported in sorted(graph.get(module, ())):
+            visit(imported, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_long_module_says_why_it_is_one_module(package):
+    long = []
+    for path in sorted((SRC / package / package).rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > LONG_MODULE and "Why one module" not in (ast.get_docstring(ast.parse(text)) or ""):
+            long.append(f"{path.relative_to(SRC)}: {text.count(chr(10))} lines")
+    assert not long, "\n".join(long)
+
+
+def test_tests_reach_no_private_names_of_other_modules():
+    """A test uses what a module offers: no ``thing._name`` (other than its own ``self``/``cls``) and no
+    ``from ovman_x import _name``."""
+    tests = Path(__file__).resolve().parents[1]
+    reached = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    reached.append(f"{path.relative_to(tests)}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ovman"):
+                reached += [f"{path.relative_to(tests)}:{node.lineno} {a.name}" for a in node.names if a.name[0] == "_"]
+    assert not reached, "\n".join(reached)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ovman_eval.results import (
+from ovman_eval.runs.results import (
     FORMAT_VERSION,
     EmbodiedResult,
     EpisodeSketch,

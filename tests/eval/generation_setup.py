@@ -7,7 +7,9 @@ The test configuration keeps the task constants and the oracle of the shipped co
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,9 +21,9 @@ from ovman_core.actions import Action, ActionResult
 from ovman_core.config import OvmanConfig, SimConfig, load_config, to_document
 from ovman_core.relations import Relation
 from ovman_core.world_state import WorldState
-from ovman_eval.dataset import GenerationSummary, generate_dataset
-from ovman_eval.generation import GenerationRequest
-from ovman_eval.runner import segmented_by
+from ovman_eval.benchmark.request import segmented_by
+from ovman_eval.generation.dataset import GenerationSummary, generate_dataset
+from ovman_eval.generation.plan import GenerationRequest
 from ovman_sim.embedded import EmbeddedWorld
 
 SCENES = ("embedded-0", "embedded-1")
@@ -79,6 +81,13 @@ class WorldWrapper:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+class MoverKillingWorld(WorldWrapper):
+    """SIGKILLs its own process when a mover starts: the worker computing a moving episode dies."""
+
+    def start_mover(self, instance_id: str, seed: int) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class DriftingWorld(WorldWrapper):
@@ -189,3 +198,10 @@ def fake_thor_config(directory: Path) -> OvmanConfig:
         ai2thor=dataclasses.replace(sim.ai2thor, local_executable_path=str(script), start_timeout_s=60.0),
     )
     return dataclasses.replace(config, shared=dataclasses.replace(config.shared, task=task), sim_node=sim)
+
+
+def one_scene_dataset(tmp_path_factory: Any, relations: tuple[Relation, ...], config: OvmanConfig) -> Path:
+    """A module fixture's dataset: ``relations`` generated on embedded-0 with ``config``."""
+    out = tmp_path_factory.mktemp("dataset") / "ds"
+    generate(out, request(relations, scenes=("embedded-0",)), config)
+    return out

@@ -3,13 +3,13 @@
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
 from ovman_core.success import embodied_success
-from ovman_eval.admissibility import (
+from ovman_eval.task.admissibility import (
     DISTRACTOR_NEAR_ANSWER,
     TOO_FEW_INSTANCES,
     admissibility_violations,
     separation_violations,
 )
-from ovman_eval.answers import compute_answer
+from ovman_eval.task.answers import compute_answer
 
 from .worlds import obj, state
 

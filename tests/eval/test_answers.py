@@ -4,7 +4,7 @@ import pytest
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
-from ovman_eval.answers import NoAnswerError, changed_instances, compute_answer
+from ovman_eval.task.answers import NoAnswerError, changed_instances, compute_answer
 
 from .worlds import obj, state
 

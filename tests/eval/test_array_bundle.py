@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ovman_eval.array_bundle import ALIGNMENT, BundleError, pack_bundle, unpack_bundle
+from ovman_eval.runs.array_bundle import ALIGNMENT, BundleError, pack_bundle, unpack_bundle
 
 
 def test_arrays_come_back_with_their_dtype_shape_and_bits_aligned():

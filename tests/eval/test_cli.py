@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ovman_eval.cli import COMMANDS, main
+from ovman_eval.cli.main import COMMANDS, main
 
 
 def test_help_lists_every_subcommand(capsys):
@@ -19,7 +19,7 @@ def test_help_lists_every_subcommand(capsys):
 
 def test_console_script_runs_in_a_fresh_interpreter():
     result = subprocess.run(
-        [sys.executable, "-m", "ovman_eval.cli", "--help"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "ovman_eval.cli.main", "--help"], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
     assert "open-vocabulary motion-aware navigation" in result.stdout
@@ -81,7 +81,7 @@ def test_ask_answers_an_episode_as_the_query_service_would(tmp_path, capsys):
     import json
 
     from ovman_core.relations import Relation
-    from ovman_eval.dataset import read_episodes
+    from ovman_eval.generation.dataset import read_episodes
 
     from .generation_setup import config_file, generate, request, small_config
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
 
 from ovman_core.config import config_from_document, to_document
 from ovman_core.relations import Relation
-from ovman_eval.cli import main
-from ovman_eval.dataset import DatasetError, read_episodes, read_manifest
-from ovman_eval.episodes import (
+from ovman_eval.cli.main import main
+from ovman_eval.generation.dataset import DatasetError, read_episodes, read_manifest
+from ovman_eval.task.episodes import (
     FORMAT_VERSION,
     EpisodeFormatError,
     episode_from_dict,
@@ -23,7 +24,7 @@ from ovman_eval.episodes import (
 )
 from ovman_sim.recording import read_visit_info
 
-from .generation_setup import InterruptingWorld, generate, request, small_config
+from .generation_setup import InterruptingWorld, MoverKillingWorld, generate, request, small_config
 
 RELATIONS = (Relation.MOVED, Relation.REMOVED, Relation.APPEARED)
 SCENE = ("embedded-0",)
@@ -85,6 +86,18 @@ def test_resume_removes_recordings_whose_slot_never_committed(reference, tmp_pat
 def test_two_workers_give_the_same_bytes_as_one(reference, tmp_path):
     generate(tmp_path / "pool", request(RELATIONS, scenes=SCENE), workers=2)
     assert (tmp_path / "pool" / "episodes.jsonl").read_bytes() == (reference / "episodes.jsonl").read_bytes()
+
+
+def test_a_dead_worker_is_named_with_its_slot_and_the_run_resumes(reference, tmp_path, monkeypatch):
+    # The spawned workers unpickle MoverKillingWorld by its module name (eval.generation_setup under pytest).
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    out, req = tmp_path / "ds", request((Relation.MOVING, Relation.MOVED), scenes=SCENE)
+    dead = r"worker process \d+ died \(killed by SIGKILL\) while computing moving-0000; the finished slots are kept"
+    with pytest.raises(DatasetError, match=dead):
+        generate(out, req, workers=2, world_factory=MoverKillingWorld)
+    summary = generate(out, req)
+    assert summary.manifest["complete"]
+    assert {e.query.relation for e in read_episodes(out)} == {Relation.MOVING, Relation.MOVED}
 
 
 def test_resuming_with_other_arguments_is_refused(reference, tmp_path):

@@ -9,7 +9,7 @@ from scipy.spatial.transform import Rotation
 from ovman_core.boxes import Box3, Vec3
 from ovman_core.config import load_config
 from ovman_core.world_state import ObjectState, WorldState
-from ovman_eval.diagnostics import (
+from ovman_eval.analysis.diagnostics import (
     ChangeKind,
     DiagnosticsError,
     change_labels,

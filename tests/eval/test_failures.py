@@ -8,8 +8,8 @@ from ovman_core.boxes import Footprint
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
 from ovman_core.success import ROUNDING_TOLERANCE, embodied_success, static_success
-from ovman_eval.answers import compute_answer
-from ovman_eval.failures import (
+from ovman_eval.task.answers import compute_answer
+from ovman_eval.task.failures import (
     EpisodeOutcome,
     FailureClass,
     Gate,

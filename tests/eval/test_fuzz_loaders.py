@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ovman_core.config import ConfigError, OvmanConfig, config_from_document, load_config, to_document
-from ovman_eval.episodes import EpisodeFormatError, episode_from_json, episode_to_dict
+from ovman_eval.task.episodes import EpisodeFormatError, episode_from_json, episode_to_dict
 from ovman_sim.recording import RecordingError, read_visit_info
 
 from .test_sweep import moved

@@ -10,9 +10,9 @@ import pytest
 
 from ovman_core.boxes import floor_distance
 from ovman_core.relations import Relation
-from ovman_eval.dataset import read_episodes, read_manifest, recorded_states
-from ovman_eval.generation import REASONS, GenerationRequest, plan_slots
-from ovman_eval.validate import validate_dataset
+from ovman_eval.generation.dataset import read_episodes, read_manifest, recorded_states
+from ovman_eval.generation.plan import REASONS, GenerationRequest, plan_slots
+from ovman_eval.generation.validate import validate_dataset
 from ovman_query.surface_forms import PHRASINGS, surface_names
 
 from .generation_setup import (

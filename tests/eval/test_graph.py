@@ -1,4 +1,4 @@
-"""The benchmark graph described once (ovman_eval.graph), and its two starters' view of it.
+"""The benchmark graph described once (ovman_eval.graph.description), and its two starters' view of it.
 
 - the description: six nodes, each a module with a console script, parameters from the config;
 - ``launch/benchmark.launch.py`` run against a recording fake of the ``launch``/``launch_ros`` API
@@ -23,8 +23,8 @@ import yaml
 
 from ovman_core.config import CONFIG_ENV, load_config, node_parameters, to_document
 from ovman_core.relations import Relation
-from ovman_eval import graph
-from ovman_eval.launch_command import RunningGraph, node_command, nodes_environment, run_graph
+from ovman_eval.cli.launch import RunningGraph, node_command, nodes_environment, run_graph
+from ovman_eval.graph import description as graph
 
 from .generation_setup import generate, request, small_config
 
@@ -567,7 +567,7 @@ def test_ovman_launch_gives_the_nodes_the_checkouts_fast_dds_profile_unless_one_
 
 
 def test_ovman_launch_refuses_a_missing_dataset_before_starting_nodes(tmp_path: Path, capsys):
-    from ovman_eval.cli import main
+    from ovman_eval.cli.main import main
 
     assert main(["launch", "benchmark", "--dataset", str(tmp_path / "none"), "--log-dir", str(tmp_path / "logs")]) == 2
     assert "dataset" in capsys.readouterr().err
@@ -589,8 +589,8 @@ def test_a_main_node_killed_by_a_signal_is_named_with_the_signal_and_the_shells_
 LAUNCHER = """
 import sys
 from pathlib import Path
-from ovman_eval import graph
-from ovman_eval.launch_command import run_graph
+from ovman_eval.graph import description as graph
+from ovman_eval.cli.launch import run_graph
 code_dir, logs, config = map(Path, sys.argv[1:4])
 nodes = [graph.NodeSpec(n, "pkg", n, n, {{"x": 1}}, ends_graph=n == "main") for n in ("waiter", "main")]
 run_graph(nodes, config, logs, env={{"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}})
@@ -639,7 +639,7 @@ def test_a_sigkilled_launcher_leaves_no_orphan_nodes(tmp_path: Path):
 def test_nodes_of_the_graph_already_on_the_domain_are_found(tmp_path: Path):
     import rclpy
 
-    from ovman_eval.launch_command import nodes_on_domain
+    from ovman_eval.cli.launch import nodes_on_domain
 
     context = rclpy.Context()
     rclpy.init(args=[], context=context)
@@ -654,8 +654,8 @@ def test_nodes_of_the_graph_already_on_the_domain_are_found(tmp_path: Path):
 def test_ovman_launch_refuses_to_start_beside_a_graph_already_on_the_domain(
     dataset: Path, tmp_path: Path, capsys, monkeypatch
 ):
-    from ovman_eval import launch_command
-    from ovman_eval.cli import main
+    from ovman_eval.cli import launch as launch_command
+    from ovman_eval.cli.main import main
 
     seen: list[list[str]] = []
     monkeypatch.setattr(launch_command, "nodes_on_domain", lambda names, wait: seen.append(names) or ["sim_node"])

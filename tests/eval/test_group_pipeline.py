@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ovman_eval.group_pipeline import GraphCallError, GroupPipeline
-from ovman_eval.runner import BenchmarkError, WorkUnit
-from ovman_eval.stepwise import StepsT, Wait
+from ovman_eval.benchmark.request import WorkUnit
+from ovman_eval.graph.group_pipeline import GraphCallError, GroupPipeline
+from ovman_eval.graph.stepwise import StepsT, Wait
+from ovman_eval.runs.run_dir import BenchmarkError
 
 
 def unit(name: str) -> WorkUnit:

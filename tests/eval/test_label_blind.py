@@ -18,10 +18,12 @@ import pytest
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
-from ovman_eval.dataset import generate_dataset, read_episodes
-from ovman_eval.generation import GenerationRequest
-from ovman_eval.map_cache import UNAVAILABLE
-from ovman_eval.runner import BenchmarkError, BenchmarkRequest, run_benchmark
+from ovman_eval.benchmark.map_cache import UNAVAILABLE
+from ovman_eval.benchmark.request import BenchmarkRequest
+from ovman_eval.benchmark.runner import run_benchmark
+from ovman_eval.generation.dataset import generate_dataset, read_episodes
+from ovman_eval.generation.plan import GenerationRequest
+from ovman_eval.runs.run_dir import BenchmarkError
 from ovman_query.arms import Arm
 from ovman_sim.recording import has_segments, read_visit, strip_segments
 

@@ -22,23 +22,22 @@ from hypothesis import strategies as st
 from ovman_core.boxes import Box3
 from ovman_core.relations import Relation
 from ovman_core.world_state import ObjectState, WorldState
-from ovman_eval.array_bundle import MAGIC, pack_bundle
-from ovman_eval.dataset import read_episodes
-from ovman_eval.map_cache import (
-    CACHE_FORMAT,
+from ovman_eval.benchmark.evaluator import GroupEvaluator
+from ovman_eval.benchmark.map_cache import (
     CacheKeys,
     DamagedEntryWarning,
-    GroupMaps,
-    GroupTruth,
     MapCache,
     PhraseByPhraseEncoder,
     build_group_maps,
 )
-from ovman_eval.runner import TIMING_KEYS, GroupEvaluator, dataset_hash
+from ovman_eval.benchmark.map_entry import CACHE_FORMAT, GroupMaps, GroupTruth
+from ovman_eval.benchmark.request import TIMING_KEYS, dataset_hash
+from ovman_eval.generation.dataset import read_episodes
+from ovman_eval.runs.array_bundle import MAGIC, pack_bundle
 from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_query.association import Association, MatchedPair
 
-from .generation_setup import generate, request, small_config
+from .generation_setup import one_scene_dataset, small_config
 
 KEY = "moving-0000-test"
 
@@ -50,9 +49,7 @@ def config():
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory, config):
-    out = tmp_path_factory.mktemp("dataset") / "ds"
-    generate(out, request((Relation.MOVING,), scenes=("embedded-0",)), config)
-    return out
+    return one_scene_dataset(tmp_path_factory, (Relation.MOVING,), config)
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +176,7 @@ def test_every_field_comes_back_identical_when_set(tmp_path):
 
 
 def test_the_codec_stores_every_field():
-    """A field added to a cached type must be added to the codec in ovman_eval.map_cache (and
+    """A field added to a cached type must be added to the codec in ovman_eval.benchmark.map_cache (and
     CACHE_FORMAT bumped); then add it here and to test_every_field_comes_back_identical_when_set."""
     fields = {cls.__name__: {f.name for f in dataclasses.fields(cls)} for cls in (GroupMaps, GroupTruth, Instance)}
     assert fields == {
@@ -330,7 +327,7 @@ def test_an_entry_with_any_bytes_replaced_is_rebuilt_or_read(data):
 
 
 def test_source_fingerprints_cover_data_files_by_pattern(tmp_path, monkeypatch):
-    from ovman_eval.fingerprint import source_fingerprint
+    from ovman_eval.runs.fingerprint import source_fingerprint
 
     package = tmp_path / "fp_pkg"
     (package / "data").mkdir(parents=True)

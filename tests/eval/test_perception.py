@@ -1,4 +1,4 @@
-"""The learned segmenter's homes, training and evaluation (ovman_eval.perception) and its commands."""
+"""The learned segmenter's homes, training and evaluation (ovman_eval.perception.training) and its commands."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from ovman_core.config import ConfigError, load_config, to_document
-from ovman_eval import perception
-from ovman_eval.cli import main
-from ovman_eval.generation import GenerationRequest
+from ovman_eval.cli.main import main
+from ovman_eval.generation.plan import GenerationRequest
+from ovman_eval.perception import training as perception
 from ovman_mapping.learned_segmenter import MANIFEST_FILE, WEIGHTS_FILE, LearnedSegmenter
 from ovman_mapping.segmenter import SimulatorSegmenter
 from ovman_sim.homes import MAX_SCENE_SEED, parse_scene, perception_scene, scene_name

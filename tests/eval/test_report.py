@@ -11,16 +11,11 @@ from pathlib import Path
 import pytest
 
 from ovman_core.config import load_config, to_document
-from ovman_eval.cli import main
-from ovman_eval.report import (
-    REPORT_HTML,
-    REPORT_MD,
-    draw_episode,
-    figure_map_quality,
-    perception_tables,
-    write_report,
-)
-from ovman_eval.results import (
+from ovman_eval.analysis.figures import draw_episode, figure_map_quality
+from ovman_eval.analysis.report import REPORT_HTML, REPORT_MD, perception_tables, write_report
+from ovman_eval.analysis.tables import all_tables, headline_table
+from ovman_eval.cli.main import main
+from ovman_eval.runs.results import (
     ARM_ORDER,
     EMBODIED_ERROR,
     FINISHED,
@@ -33,7 +28,6 @@ from ovman_eval.results import (
     read_sketches,
     to_json_line,
 )
-from ovman_eval.tables import all_tables, headline_table
 from ovman_mapping.learned_segmenter import MANIFEST_FILE, PACKAGED_MODEL
 
 from .benchmark_records import RELATIONS, map_summary, memory, record, sketch

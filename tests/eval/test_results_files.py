@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ovman_eval.results import (
+from ovman_eval.runs.results import (
     CHECKSUM,
     FORMAT_VERSION,
     RESULTS,

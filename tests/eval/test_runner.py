@@ -7,11 +7,9 @@ import dataclasses
 import functools
 import json
 import math
-import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,13 +20,17 @@ from ovman_ros.bundle import GroundTruthRecords
 
 from ovman_core.boxes import Box3
 from ovman_core.relations import Relation
-from ovman_eval import runner
-from ovman_eval.cli import main
-from ovman_eval.dataset import read_episodes
-from ovman_eval.graph_run import PlayedTruth
-from ovman_eval.map_cache import MapCache, PhraseByPhraseEncoder, lean_map
-from ovman_eval.report import write_report
-from ovman_eval.results import (
+from ovman_eval.analysis.report import write_report
+from ovman_eval.benchmark import runner
+from ovman_eval.benchmark.evaluator import GroupEvaluator
+from ovman_eval.benchmark.map_cache import MapCache, PhraseByPhraseEncoder, lean_map
+from ovman_eval.benchmark.request import TIMING_KEYS, BenchmarkRequest, dataset_hash, parse_arms, pick_seed
+from ovman_eval.benchmark.runner import evaluate_episode, run_benchmark
+from ovman_eval.benchmark.tracking import LabelTracker
+from ovman_eval.cli.main import main
+from ovman_eval.generation.dataset import read_episodes
+from ovman_eval.graph.run import PlayedTruth
+from ovman_eval.runs.results import (
     EMBODIED_ERROR,
     FINISHED,
     LOCK,
@@ -43,25 +45,14 @@ from ovman_eval.results import (
     read_sketches,
     to_json_line,
 )
-from ovman_eval.runner import (
-    TIMING_KEYS,
-    BenchmarkError,
-    BenchmarkRequest,
-    GroupEvaluator,
-    dataset_hash,
-    evaluate_episode,
-    parse_arms,
-    pick_seed,
-    run_benchmark,
-)
-from ovman_eval.tracking import LabelTracker
+from ovman_eval.runs.run_dir import BenchmarkError
 from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_mapping.segmenter import SimulatorSegmenter
 from ovman_query.arms import Arm
 from ovman_sim.recording import read_visit
 from ovman_sim.session import SimSession
 
-from .generation_setup import WorldWrapper, config_file, generate, request, small_config
+from .generation_setup import MoverKillingWorld, WorldWrapper, config_file, one_scene_dataset, small_config
 
 RELATIONS = (Relation.MOVED, Relation.MOVING)
 AGAIN = "; skipped, any result it held is computed again"
@@ -74,9 +65,7 @@ def config():
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory, config):
-    out = tmp_path_factory.mktemp("dataset") / "ds"
-    generate(out, request(RELATIONS, scenes=("embedded-0",)), config)
-    return out
+    return one_scene_dataset(tmp_path_factory, RELATIONS, config)
 
 
 @pytest.fixture(scope="module")
@@ -95,13 +84,6 @@ def lines(path):
     return path.read_text().splitlines()
 
 
-class MoverKillingWorld(WorldWrapper):
-    """SIGKILLs its own process when a mover starts: the worker computing the moving episode dies."""
-
-    def start_mover(self, instance_id, seed):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 class TurnedStartWorld(WorldWrapper):
     """Turns the agent by 45° when it is placed at ``turned`` (floor x, z), so the world refuses that start."""
 
@@ -118,7 +100,7 @@ class TurnedStartWorld(WorldWrapper):
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from ovman_eval.runner import run_dir_lock
+from ovman_eval.runs.run_dir import run_dir_lock
 with run_dir_lock(Path(sys.argv[1])):
     print("locked", flush=True)
     time.sleep(600)
@@ -273,7 +255,7 @@ def test_a_second_benchmark_on_a_locked_run_directory_stops_at_once_and_a_killed
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run_dir)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "locked\n"
-        command = [sys.executable, "-m", "ovman_eval.cli", "benchmark", "--dataset", str(dataset), "--run-dir"]
+        command = [sys.executable, "-m", "ovman_eval.cli.main", "benchmark", "--dataset", str(dataset), "--run-dir"]
         command += [str(run_dir), "--arms", "given_answer", "--seeds", "0,", "--cache", str(cache), "--no-report"]
         command += ["--config", str(config_file(config, tmp_path))]
         second = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -295,7 +277,7 @@ def test_a_dead_worker_is_named_with_its_unit_and_the_printed_command_resumes_th
     full_run, dataset, config, cache, tmp_path, capfd, monkeypatch
 ):
     moving = next(e for e in read_episodes(dataset) if e.moving_id is not None)
-    # The spawned workers unpickle MoverKillingWorld by its module name (eval.test_runner under pytest).
+    # The spawned workers unpickle MoverKillingWorld by its module name (eval.generation_setup under pytest).
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
     monkeypatch.setattr(runner, "run_benchmark", functools.partial(run_benchmark, world_factory=MoverKillingWorld))
     out, configured = tmp_path / "runs", str(config_file(config, tmp_path))
@@ -486,7 +468,7 @@ def test_phrase_embeddings_do_not_depend_on_what_was_embedded_before(config):
     preloaded = PhraseByPhraseEncoder(config)
     preloaded.known["vase"] = cold.embed_text(["vase"])[0]
     assert (preloaded.embed_text(["vase"]) == cold.embed_text(["vase"])).all()
-    assert preloaded._inner is None  # answered from the preloaded vectors: no model was started
+    assert not preloaded.made  # answered from the preloaded vectors: no model was started
 
 
 def test_lean_maps_keep_what_the_arms_read_and_drop_the_rest():

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from ovman_eval.stats import holm, mcnemar_exact, paired_counts, poisson_binomial_sf, wilson_interval
+from ovman_eval.analysis.stats import holm, mcnemar_exact, paired_counts, poisson_binomial_sf, wilson_interval
 
 # --- references written independently of the module -------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Stepwise work (ovman_eval.stepwise): run as far as it goes without waiting, deadlines, errors."""
+"""Stepwise work (ovman_eval.graph.stepwise): run as far as it goes without waiting, deadlines, errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ovman_eval.stepwise import StepsT, Stepwise, Wait, WaitTimeoutError
+from ovman_eval.graph.stepwise import StepsT, Stepwise, Wait, WaitTimeoutError
 
 
 def test_steps_run_on_only_while_what_they_wait_for_is_ready():

@@ -12,10 +12,20 @@ import numpy as np
 import pytest
 
 from ovman_core.relations import Relation
-from ovman_eval.cli import main
-from ovman_eval.condition_frames import ConditionSensor, StressCondition, recording_sim_config, stress_condition
-from ovman_eval.dataset import EPISODES, MANIFEST, read_episodes
-from ovman_eval.results import (
+from ovman_eval.analysis.stats import mcnemar_exact
+from ovman_eval.analysis.stress import condition_map_table, condition_success_table, stress_tables
+from ovman_eval.analysis.tables import all_tables, headline_table
+from ovman_eval.benchmark.condition_frames import (
+    ConditionSensor,
+    StressCondition,
+    recording_sim_config,
+    stress_condition,
+)
+from ovman_eval.benchmark.request import BenchmarkRequest, parse_conditions
+from ovman_eval.benchmark.runner import run_benchmark
+from ovman_eval.cli.main import main
+from ovman_eval.generation.dataset import EPISODES, MANIFEST, read_episodes
+from ovman_eval.runs.results import (
     BASELINE,
     RESULTS,
     ResultsError,
@@ -25,16 +35,13 @@ from ovman_eval.results import (
     sort_key,
     to_json_line,
 )
-from ovman_eval.runner import BenchmarkError, BenchmarkRequest, parse_conditions, run_benchmark
-from ovman_eval.stats import mcnemar_exact
-from ovman_eval.stress import condition_map_table, condition_success_table, stress_tables
-from ovman_eval.tables import all_tables, headline_table
+from ovman_eval.runs.run_dir import BenchmarkError
 from ovman_query.arms import Arm
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.recording import read_visit
 
 from .benchmark_records import map_summary, memory, record
-from .generation_setup import config_file, generate, request, small_config
+from .generation_setup import config_file, one_scene_dataset, small_config
 
 LOW = "low_light"
 ARMS = (Arm.TWO_VISIT, Arm.GIVEN_ANSWER)
@@ -166,9 +173,7 @@ def config():
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory, config):
-    out = tmp_path_factory.mktemp("stress") / "ds"
-    generate(out, request((Relation.MOVED, Relation.MOVING), scenes=("embedded-0",)), config)
-    return out
+    return one_scene_dataset(tmp_path_factory, (Relation.MOVED, Relation.MOVING), config)
 
 
 def test_texture_re_renders_colours_only_and_low_light_blinds_beyond_visibility(dataset, config):

@@ -13,26 +13,8 @@ from ovman_core.boxes import Box3, Vec3
 from ovman_core.config import SweepParams, load_config
 from ovman_core.relations import Relation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
-from ovman_eval.cli import main
-from ovman_eval.dataset import read_episodes
-from ovman_eval.episodes import (
-    FORMAT_VERSION,
-    AnswerRecord,
-    Certification,
-    ChangeRecord,
-    DriftCheck,
-    EpisodeRecord,
-    InstanceIds,
-    OracleRun,
-    QueryRecord,
-    Recordings,
-    SceneSpec,
-    SeedRecord,
-)
-from ovman_eval.report import write_report
-from ovman_eval.results import read_results
-from ovman_eval.runner import BenchmarkRequest, run_benchmark
-from ovman_eval.sweep import (
+from ovman_eval.analysis.report import write_report
+from ovman_eval.analysis.sweep import (
     ANSWER_CHANGED,
     ANTI_SHORTCUT,
     DRIFT,
@@ -51,6 +33,25 @@ from ovman_eval.sweep import (
     sweep,
     sweep_table,
     write_sweep,
+)
+from ovman_eval.benchmark.request import BenchmarkRequest
+from ovman_eval.benchmark.runner import run_benchmark
+from ovman_eval.cli.main import main
+from ovman_eval.generation.dataset import read_episodes
+from ovman_eval.runs.results import read_results
+from ovman_eval.task.episodes import (
+    FORMAT_VERSION,
+    AnswerRecord,
+    Certification,
+    ChangeRecord,
+    DriftCheck,
+    EpisodeRecord,
+    InstanceIds,
+    OracleRun,
+    QueryRecord,
+    Recordings,
+    SceneSpec,
+    SeedRecord,
 )
 from ovman_query.arms import Arm
 

@@ -9,13 +9,10 @@ import statistics
 import pytest
 
 from ovman_core.config import load_config
-from ovman_eval.stats import holm, mcnemar_exact, poisson_binomial_sf, wilson_interval
-from ovman_eval.tables import (
-    EMBODIED,
-    STATIC,
+from ovman_eval.analysis.stats import holm, mcnemar_exact, poisson_binomial_sf, wilson_interval
+from ovman_eval.analysis.table import EMBODIED, STATIC, Table, TableError
+from ovman_eval.analysis.tables import (
     Outcomes,
-    Table,
-    TableError,
     all_tables,
     anti_shortcut_table,
     by_instances_table,

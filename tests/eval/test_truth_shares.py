@@ -1,4 +1,4 @@
-"""The true category of a map instance: the majority of its points (ovman_eval.truth_shares)."""
+"""The true category of a map instance: the majority of its points (ovman_eval.benchmark.truth_shares)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from ovman_core.boxes import Box3
 from ovman_core.config import ConfigError
 from ovman_core.world_state import ObjectState
-from ovman_eval.truth_shares import true_shares
+from ovman_eval.benchmark.truth_shares import true_shares
 from ovman_mapping.instances import Instance, InstanceMap, Sighting
 from ovman_query.arms import BACKGROUND, true_category
 

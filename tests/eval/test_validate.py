@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from ovman_core.relations import Relation
-from ovman_eval.cli import main
-from ovman_eval.validate import validate_dataset
+from ovman_eval.cli.main import main
+from ovman_eval.generation.validate import validate_dataset
 
 from .generation_setup import generate, request
 
@@ -207,7 +207,7 @@ def test_a_start_pose_inside_a_wall_is_reported(dataset):
 def test_a_start_pose_on_an_object_of_the_evaluated_world_is_reported_by_the_full_checks(dataset):
     from ovman_core.config import load_config
     from ovman_core.world_state import AgentPose, WorldState
-    from ovman_eval.dataset import read_episodes, recorded_states
+    from ovman_eval.generation.dataset import read_episodes, recorded_states
     from ovman_sim.embedded import EmbeddedWorld
 
     record = next(r for r in read_episodes(dataset) if r.episode_id == "former-0000")
@@ -236,8 +236,8 @@ def test_a_start_pose_on_an_object_of_the_evaluated_world_is_reported_by_the_ful
 
 
 def test_checked_episodes_refuses_a_dataset_that_fails_the_cheap_checks_listing_its_problems(dataset):
-    from ovman_eval.dataset import DatasetError
-    from ovman_eval.validate import checked_episodes
+    from ovman_eval.generation.dataset import DatasetError
+    from ovman_eval.generation.validate import checked_episodes
 
     assert [r.episode_id for r in checked_episodes(dataset)] == ["former-0000", "moving-0000"]
     manifest = json.loads((dataset / "manifest.json").read_text())

@@ -82,12 +82,12 @@ def test_store_directory_follows_the_config_and_xdg(tmp_path, monkeypatch):
 
 def test_clip_keeps_no_store_for_random_weights_and_one_per_checkpoint(tmp_path):
     config = dataclasses.replace(ENCODER, kind="clip", text_cache_dir=str(tmp_path))
-    assert ClipEncoder(config)._store() is None
+    assert ClipEncoder(config).text_store() is None
     checkpoint = tmp_path / "a.pt"
     checkpoint.write_bytes(b"weights a")
-    first = ClipEncoder(dataclasses.replace(config, clip_weights=str(checkpoint)))._store()
+    first = ClipEncoder(dataclasses.replace(config, clip_weights=str(checkpoint))).text_store()
     checkpoint.write_bytes(b"weights b")
-    second = ClipEncoder(dataclasses.replace(config, clip_weights=str(checkpoint)))._store()
+    second = ClipEncoder(dataclasses.replace(config, clip_weights=str(checkpoint))).text_store()
     assert first is not None and second is not None and first.path != second.path
 
 

@@ -4,8 +4,8 @@ import pytest
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
-from ovman_eval.answers import compute_answer
-from ovman_eval.runner import segmented_by
+from ovman_eval.benchmark.request import segmented_by
+from ovman_eval.task.answers import compute_answer
 from ovman_mapping.encoders import LabelEncoder
 from ovman_query.agent import ReferenceAgent, query_of
 from ovman_query.parser import ParseError

@@ -15,9 +15,9 @@ from ovman_core.config import load_config
 from ovman_core.relations import Relation
 from ovman_core.success import static_success
 from ovman_core.world_state import ObjectState
-from ovman_eval.admissibility import admissibility_violations
-from ovman_eval.answers import NoAnswerError, compute_answer
-from ovman_eval.runner import segmented_by
+from ovman_eval.benchmark.request import segmented_by
+from ovman_eval.task.admissibility import admissibility_violations
+from ovman_eval.task.answers import NoAnswerError, compute_answer
 from ovman_mapping.encoders import LabelEncoder, label_text
 from ovman_query.agent import ReferenceAgent, query_of
 from ovman_query.arms import oracle_positions

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
-from ovman_eval.runner import segmented_by
+from ovman_eval.benchmark.request import segmented_by
 from ovman_query import arms
 from ovman_query.agent import ReferenceAgent, query_of
 from ovman_query.change_set import ChangeKind, change_set

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ovman_eval.graph import DDS_PROFILE_ENV, DDS_PROFILE_FILE
+from ovman_eval.graph.description import DDS_PROFILE_ENV, DDS_PROFILE_FILE
 
 from .processes import NodeProcess
 

@@ -3,7 +3,7 @@
 A three-episode dataset (a moved instance, a removed one, one carried around during the second
 visit and while the agent navigates, followed by sight with many re-estimates; one embedded home,
 160×120 frames on 40-waypoint tours) is generated here. The in-process runner scores it; then the
-graph of ovman_eval.graph (sim_node, player, mapping_node, query_node, nav_node, benchmark_node)
+graph of ovman_eval.graph.description (sim_node, player, mapping_node, query_node, nav_node, benchmark_node)
 runs as processes through ``ovman launch``'s process starter on the same dataset and configuration
 (each group's maps built while the previous group's embodied runs go on). Every
 (episode, arm) must get the same predicted point, static success, failure class, stop point,
@@ -26,13 +26,14 @@ from ovman_ros.spinning import cpu_time_reports
 
 from ovman_core.config import OvmanConfig, load_config, to_document
 from ovman_core.relations import Relation
-from ovman_eval.dataset import generate_dataset
-from ovman_eval.generation import GenerationRequest
-from ovman_eval.graph import BenchmarkOptions, benchmark_graph, config_for_dataset
-from ovman_eval.graph_run import WIRING
-from ovman_eval.launch_command import run_graph
-from ovman_eval.results import ARM_ORDER, FINISHED, RESULTS, RUN_FILE, to_json_line
-from ovman_eval.runner import BenchmarkRequest, parse_arms, run_benchmark
+from ovman_eval.benchmark.request import BenchmarkRequest, parse_arms
+from ovman_eval.benchmark.runner import run_benchmark
+from ovman_eval.cli.launch import run_graph
+from ovman_eval.generation.dataset import generate_dataset
+from ovman_eval.generation.plan import GenerationRequest
+from ovman_eval.graph.description import BenchmarkOptions, benchmark_graph, config_for_dataset
+from ovman_eval.graph.run import WIRING
+from ovman_eval.runs.results import ARM_ORDER, FINISHED, RESULTS, RUN_FILE, to_json_line
 
 from .conftest import ros_environment
 

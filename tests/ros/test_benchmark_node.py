@@ -19,7 +19,7 @@ try:
     from ovman_ros.messages import floor_pose_msg
     from rcl_interfaces.srv import GetParameters
 
-    from ovman_eval.benchmark_node import LOAD_VISIT_SERVICE, BenchmarkNode, GraphCallError
+    from ovman_eval.graph.benchmark_node import LOAD_VISIT_SERVICE, BenchmarkNode, GraphCallError
     from ovman_interfaces.srv import LoadVisit
     from ovman_ros import names
 except ImportError as error:  # pragma: no cover - depends on the environment
@@ -29,8 +29,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from ovman_core.config import load_config
 from ovman_core.world_state import AgentPose, ObjectState
-from ovman_eval.runner import Follow, NavigationPlan
-from ovman_eval.tracking import LabelTracker
+from ovman_eval.benchmark.navigation import Follow, NavigationPlan
+from ovman_eval.benchmark.tracking import LabelTracker
 from ovman_mapping.segmenter import SimulatorSegmenter
 from ovman_nav.executor import NavTarget
 from ovman_sim.embedded import EmbeddedWorld

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ovman_eval.graph import DDS_PROFILE_ENV
+from ovman_eval.graph.description import DDS_PROFILE_ENV
 
 from .conftest import DDS_PROFILE
 from .processes import NodeProcess

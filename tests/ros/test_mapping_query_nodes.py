@@ -43,8 +43,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from ovman_core.config import load_config
 from ovman_core.frames import thor_to_ros_point
 from ovman_core.relations import Relation
-from ovman_eval.map_cache import mapper_input
-from ovman_eval.runner import segmented_by
+from ovman_eval.benchmark.map_cache import mapper_input
+from ovman_eval.benchmark.request import segmented_by
 from ovman_mapping.instances import InstanceMap
 from ovman_query.agent import ReferenceAgent, query_of
 from ovman_query.arms import category_only, single_visit

@@ -24,10 +24,11 @@ import yaml
 
 from ovman_core.config import load_config, to_document
 from ovman_core.relations import Relation
-from ovman_eval.dataset import generate_dataset
-from ovman_eval.generation import GenerationRequest
-from ovman_eval.results import FINISHED, RESULTS, to_json_line
-from ovman_eval.runner import BenchmarkRequest, parse_arms, run_benchmark
+from ovman_eval.benchmark.request import BenchmarkRequest, parse_arms
+from ovman_eval.benchmark.runner import run_benchmark
+from ovman_eval.generation.dataset import generate_dataset
+from ovman_eval.generation.plan import GenerationRequest
+from ovman_eval.runs.results import FINISHED, RESULTS, to_json_line
 
 from .conftest import ros_environment
 
@@ -67,7 +68,7 @@ def test_two_graphs_in_two_namespaces_finish_side_by_side_with_the_in_process_re
             [
                 sys.executable,
                 "-m",
-                "ovman_eval.cli",
+                "ovman_eval.cli.main",
                 "launch",
                 "benchmark",
                 "--dataset",

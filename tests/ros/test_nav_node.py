@@ -70,7 +70,7 @@ CANCEL_TIMEOUT_S = 10.0
 
 @pytest.fixture
 def nav_node(ros_env: dict[str, str], tmp_path: Path) -> Iterator[NodeProcess]:
-    args = [sys.executable, "-m", "ovman_eval.nav_in_world", "--ros-args", "-p", f"navigation.scene:={SCENE}"]
+    args = [sys.executable, "-m", "ovman_eval.graph.nav_in_world", "--ros-args", "-p", f"navigation.scene:={SCENE}"]
     node = NodeProcess(args, tmp_path / "nav_node.log")
     try:
         yield node

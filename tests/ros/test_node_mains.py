@@ -72,4 +72,4 @@ def test_nav_node_never_drives_a_simulator_itself_and_says_what_does(ros_env, tm
     finally:
         node.stop()
     log = node.log_path.read_text(errors="replace")
-    assert code == 1 and "python -m ovman_eval.nav_in_world" in log, node.diagnosis()
+    assert code == 1 and "python -m ovman_eval.graph.nav_in_world" in log, node.diagnosis()

@@ -105,7 +105,7 @@ def test_a_subscription_that_can_never_hear_its_publisher_says_why(rclpy_context
 def test_every_node_is_a_graph_node_that_follows_ros_qos_event_warnings(rclpy_context):
     import dataclasses
 
-    from ovman_eval.benchmark_node import BenchmarkNode
+    from ovman_eval.graph.benchmark_node import BenchmarkNode
     from ovman_mapping.mapping_node import MappingNode
     from ovman_nav.commander import OvmanCommander
     from ovman_nav.nav_node import NavNode

@@ -14,7 +14,7 @@ import pytest
 from ovman_core.actions import Action
 from ovman_core.config import load_config
 from ovman_core.frames import optical_axes_thor
-from ovman_core.world_state import AgentPose, WorldState
+from ovman_core.world_state import AgentPose, ObjectState, WorldState
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.floor_grid import point_rect_distance
 from ovman_sim.homes import (
@@ -29,6 +29,8 @@ from ovman_sim.homes import (
 from ovman_sim.sensor import degrade_depth, edge_pixels
 from ovman_sim.tours import plan_tour
 from ovman_sim.world import AddObject, Condition, MoveObject, RemoveObject, World
+
+from .scenes import world_at
 
 SCENE = "embedded-1"
 
@@ -52,10 +54,7 @@ def sim(shipped):
 
 @pytest.fixture
 def world(sim):
-    w = EmbeddedWorld(sim)
-    w.reset(SCENE)
-    yield w
-    w.close()
+    yield from world_at(sim, SCENE)
 
 
 def tour_poses(world: EmbeddedWorld) -> list[AgentPose]:
@@ -91,7 +90,7 @@ def floor_object(world: EmbeddedWorld, min_size: float = 0.0):
     """A movable object standing on the floor, carrying nothing."""
     for obj in world.objects():
         on_floor = obj.movable and abs(obj.box.lo[1]) < 1e-6
-        if on_floor and min(obj.box.size[0], obj.box.size[2]) >= min_size and not world._resting_on(obj.instance_id):
+        if on_floor and min(obj.box.size[0], obj.box.size[2]) >= min_size and not world.resting_on(obj.instance_id):
             return obj
     raise AssertionError("the test home has no movable floor object")
 
@@ -322,10 +321,14 @@ def test_config_that_breaks_the_grid_is_rejected(sim):
 # ---------------------------------------------------------------- changes
 
 
-def far_candidate(world: EmbeddedWorld, instance_id: str, on_floor: bool, min_distance: float = 1.5):
+def far_candidate(
+    world: EmbeddedWorld, instance_id: str, on_floor: bool, min_distance: float = 1.5, new: ObjectState | None = None
+):
+    """A placement of ``instance_id`` (or of the ``new`` instance not yet added) on the floor or not,
+    at least ``min_distance`` from where it is."""
     obj = world.objects().objects.get(instance_id)
+    size_y = (obj or new).box.size[1]
     for c in world.candidate_placements(instance_id):
-        size_y = (obj or world._templates[instance_id].state).box.size[1]
         if on_floor != (abs(c[1] - size_y / 2.0) < 1e-6):
             continue
         if obj is None or np.hypot(c[0] - obj.position[0], c[2] - obj.position[2]) >= min_distance:
@@ -366,7 +369,7 @@ def test_add_takes_effect_in_the_state_the_render_and_reachability(world):
     assert template is not None and template.category == "Basketball" and template.movable
     assert world.new_instance("Spaceship", "Spaceship_1") is None
     before_reach = set(world.reachable_positions())
-    position = far_candidate(world, "Basketball_99", on_floor=True)
+    position = far_candidate(world, "Basketball_99", on_floor=True, new=template)
     box = template.box.translated(tuple(p - c for p, c in zip(position, template.box.center, strict=True)))
     added = dataclasses.replace(template, position=box.center, box=box)
     assert world.apply_change(AddObject(added)).success
@@ -389,7 +392,7 @@ def test_candidate_placements_on_floors_and_tops_are_accepted_as_moves(world):
 def test_invalid_changes_are_rejected_with_a_clear_message_and_change_nothing(world):
     state = world.objects()
     sofa = state.of_category("Sofa")[0]
-    loaded = [o.instance_id for o in state if world._resting_on(o.instance_id)]
+    loaded = [o.instance_id for o in state if world.resting_on(o.instance_id)]
     assert loaded, "the test home has no furniture carrying objects"
     chair = state.of_category("Chair")[0]
     mug = state.of_category("Mug")[0]
@@ -435,13 +438,14 @@ def test_occupancy_kept_across_mover_hops_equals_one_built_from_scratch(sim):
     instance_id = floor_object(world).instance_id
     world.start_mover(instance_id, 5)
     other = next(o.instance_id for o in world.objects() if o.instance_id != instance_id)
+    scratch = EmbeddedWorld(sim)
     positions = set()
     for _ in range(40):
         world.step(Action.ROTATE_RIGHT)
         positions.add(world.objects()[instance_id].position)
-        kept = [world._occupancy(), world._occupancy(exclude=instance_id), world._occupancy(exclude=other)]
-        world._changed()  # drop every cached entry: build from scratch
-        fresh = [world._occupancy(), world._occupancy(exclude=instance_id), world._occupancy(exclude=other)]
+        kept = [world.occupancy(), world.occupancy(exclude=instance_id), world.occupancy(exclude=other)]
+        scratch.reset(SCENE, world.objects(), world.agent_pose())  # the same objects, nothing cached
+        fresh = [scratch.occupancy(), scratch.occupancy(exclude=instance_id), scratch.occupancy(exclude=other)]
         for a, b in zip(kept, fresh, strict=True):
             assert (a.cells == b.cells).all() and (a.edges_x == b.edges_x).all() and (a.edges_z == b.edges_z).all()
     assert len(positions) > 3  # the mover did hop
@@ -611,7 +615,7 @@ def knocking(shipped, **physics):
 def move_with_neighbours(world: EmbeddedWorld):
     """Move a small object that has movable neighbours; returns (instance id, intended destination)."""
     for obj in world.objects():
-        if not obj.movable or abs(obj.box.lo[1]) < 1e-6 or world._resting_on(obj.instance_id):
+        if not obj.movable or abs(obj.box.lo[1]) < 1e-6 or world.resting_on(obj.instance_id):
             continue
         target = far_candidate(world, obj.instance_id, on_floor=False, min_distance=1.5)
         return obj.instance_id, target

@@ -22,7 +22,7 @@ from ovman_core.config import FramesConfig, load_config, to_document
 from ovman_core.frames import optical_axes_thor, ros_to_thor_points
 from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
-from ovman_eval.cli import main
+from ovman_eval.cli.main import main
 from ovman_ros import bundle
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.recording import (

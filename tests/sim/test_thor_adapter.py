@@ -235,7 +235,7 @@ def test_watchdog_kills_a_player_that_never_opens_its_fifo(home: Path, tmp_path:
     assert caught.value.pid is not None
     with pytest.raises(ProcessLookupError):
         os.kill(caught.value.pid, 0)
-    assert not any(t.name == thor._START_THREAD_NAME for t in threading.enumerate())
+    assert not any(t.name == thor.START_THREAD_NAME for t in threading.enumerate())
     assert player.actions() == []
 
 
@@ -248,7 +248,7 @@ def test_thor_world_satisfies_the_world_protocol(world: ThorWorld) -> None:
 
 def test_observation_has_the_documented_shapes_and_dtypes(world: ThorWorld) -> None:
     obs = world.observe()
-    height, width = world._sim.camera.height, world._sim.camera.width
+    height, width = world.config.camera.height, world.config.camera.width
     assert obs.rgb.shape == (height, width, 3) and obs.rgb.dtype == np.uint8
     assert obs.depth.shape == (height, width) and obs.depth.dtype == np.float32
     assert obs.segments.shape == (height, width) and obs.segments.dtype == np.int32
@@ -550,7 +550,7 @@ def mover_track(world: ThorWorld, seed: int, ticks: int) -> list[tuple[float, fl
 def test_mover_sets_the_object_down_then_hops_kinematically_along_reachable_cells(
     world: ThorWorld, player: FakePlayer
 ) -> None:
-    steps_per_move = world._sim.mover.steps_per_move
+    steps_per_move = world.config.mover.steps_per_move
     # The cells the agent reaches once the vase is out of the way (the player's own search).
     room = fake.FakeWorld(8, 6, 0)
     room.find(FLOOR_VASE).disabled = True
@@ -582,7 +582,7 @@ def test_mover_sets_the_object_down_then_hops_kinematically_along_reachable_cell
     assert names[: steps_per_move + 2] == ["RotateLeft"] * steps_per_move + ["TeleportObject", "Pass"]
     hops = positions[steps_per_move - 1 :: steps_per_move]
     for before, after in itertools.pairwise(hops):
-        assert math.dist(before, after) == pytest.approx(world._sim.mover.hop_length)
+        assert math.dist(before, after) == pytest.approx(world.config.mover.hop_length)
     assert all(any(math.dist(p, c) < 1e-6 for c in cells) for p in hops)
 
 
@@ -609,17 +609,17 @@ def test_low_light_dims_unity_lights_adds_seeded_noise_and_limits_visibility(
 ) -> None:
     assert world.teleport(AgentPose(1.0, -1.75, 315.0, 0.0)).success  # look across the room's diagonal
     baseline = world.observe()
-    assert np.nanmax(baseline.depth) > world._sim.conditions.low_light_visibility
+    assert np.nanmax(baseline.depth) > world.config.conditions.low_light_visibility
     mark = player.mark()
     world.set_condition(Condition.LOW_LIGHT, seed=3)
     randomize = next(a for a in player.since(mark) if a["action"] == "RandomizeLighting")
-    gain = world._sim.conditions.low_light_gain
+    gain = world.config.conditions.low_light_gain
     assert randomize["brightness"] == [gain, gain] and randomize["randomizeColor"] is False
     dark = world.observe()
     assert dark.rgb.mean() < 0.6 * baseline.rgb.mean()
     assert np.array_equal(world.observe().rgb, dark.rgb)  # same seed and step: same noise
     finite = dark.depth[np.isfinite(dark.depth)]
-    assert finite.max() <= world._sim.conditions.low_light_visibility
+    assert finite.max() <= world.config.conditions.low_light_visibility
     assert np.isnan(dark.depth).sum() > np.isnan(baseline.depth).sum()
     assert (dark.segments[np.isnan(dark.depth)] == 0).all()  # nothing is segmented beyond the visibility
     assert sorted(dark.segment_labels) == list(range(1, len(dark.segment_labels) + 1))

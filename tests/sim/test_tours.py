@@ -17,6 +17,8 @@ from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.tours import plan_tour, tour_observations
 from ovman_sim.world import World
 
+from .scenes import world_at
+
 SCENE = "embedded-3"
 
 
@@ -27,10 +29,7 @@ def sim():
 
 @pytest.fixture
 def world(sim):
-    w = EmbeddedWorld(sim)
-    w.reset(SCENE)
-    yield w
-    w.close()
+    yield from world_at(sim, SCENE)
 
 
 def digest(observations) -> str:
@@ -124,7 +123,7 @@ def test_tour_rejects_turns_that_do_not_make_one_full_turn(world, sim):
 
 
 def test_the_mover_moves_during_a_tour(world, sim):
-    ball = next(o for o in world.objects() if o.movable and o.box.lo[1] == 0.0 and not world._resting_on(o.instance_id))
+    ball = next(o for o in world.objects() if o.movable and o.box.lo[1] == 0.0 and not world.resting_on(o.instance_id))
     world.start_mover(ball.instance_id, seed=1)
     start = world.objects()[ball.instance_id].position
     seen = {o.step: None for o in tour_observations(world, sim.tour, sim.world)}

@@ -9,6 +9,10 @@ beside its type (``Annotated[float, Range(...)]``, mostly through the aliases :d
 section); every float must be finite and every int lies within a ROS int64. Nodes declare the same
 dotted names as ROS parameters (:func:`node_parameters`) so a value can be overridden on the command
 line or in a launch file; the overrides are validated the same way (:func:`with_parameters`).
+
+Why one module of about 900 lines: it is the one typed configuration: one frozen dataclass per
+section of config/ovman.yaml with its ranges, and the one loader and ROS parameter mapping that
+walk them; a key is declared, checked and exposed in one place.
 """
 
 from __future__ import annotations
@@ -532,8 +536,8 @@ class GenerationParams:
 
 @dataclasses.dataclass(frozen=True)
 class DiagnosticsParams:
-    """Map and memory diagnostics (TASK.md §8, ``ovman_eval.diagnostics``) and the true category
-    of map instances (``ovman_eval.truth_shares``). Metres."""
+    """Map and memory diagnostics (TASK.md §8, ``ovman_eval.analysis.diagnostics``) and the true category
+    of map instances (``ovman_eval.benchmark.truth_shares``). Metres."""
 
     match_gate: NonNegative
     truth_margin: NonNegative
@@ -541,7 +545,7 @@ class DiagnosticsParams:
 
 @dataclasses.dataclass(frozen=True)
 class SweepParams:
-    """``ovman sweep`` (``ovman_eval.sweep``): the values of each admissibility setting re-derived on a
+    """``ovman sweep`` (``ovman_eval.analysis.sweep``): the values of each admissibility setting re-derived on a
     finished run (the grid is their product), and the filters also switched off. Metres."""
 
     drift_tolerance: list[NonNegative]
@@ -569,7 +573,7 @@ class BenchmarkNodeParams:
 @dataclasses.dataclass(frozen=True)
 class PerceptionParams:
     """``ovman train-perception`` / ``eval-perception``: perception homes, frames, the network and
-    its training (ovman_eval.perception)."""
+    its training (ovman_eval.perception.training)."""
 
     train_homes: Count
     test_homes: Count

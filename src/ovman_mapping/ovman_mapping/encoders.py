@@ -160,9 +160,11 @@ class LabelEncoder:
     def __init__(self, config: EncoderConfig, torch_threads: int = 0) -> None:
         self.config = config
         self.torch_threads = torch_threads
-        self._cache = _TextCache(functools.cache(self._store))
+        self._cache = _TextCache(functools.cache(self.text_store))
 
-    def _store(self) -> TextStore | None:
+    def text_store(self) -> TextStore | None:
+        """Where this model's phrase vectors are kept on disk (None: ``text_cache`` is off)."""
+
         def model_files() -> list[Path]:
             return [p for p in Path(_minilm_package().get_model_path()).rglob("*") if p.is_file()]
 
@@ -251,9 +253,9 @@ class ClipEncoder:
             raise EncoderError(f"encoder.clip_prompt {config.clip_prompt!r} must contain '{{}}' for the phrase")
         self.config = config
         self.torch_threads = torch_threads
-        self._cache = _TextCache(functools.cache(self._store))
+        self._cache = _TextCache(functools.cache(self.text_store))
 
-    def _store(self) -> TextStore | None:
+    def text_store(self) -> TextStore | None:
         """None with random weights: a randomly initialised model's vectors are not worth keeping."""
         if not self.config.clip_weights:
             return None

@@ -31,6 +31,9 @@ distributions and the best views.
 
 World frame: AI2-THOR's (metres, y up). Every frame's map state is kept (``InstanceMap.history``)
 for temporal-stability diagnostics.
+
+Why one module of about 600 lines: it is one algorithm, the per-frame association of segments to
+tracks and their fusion into instances (:class:`MapBuilder`), whose steps share the tracks' state.
 """
 
 from __future__ import annotations
@@ -48,7 +51,15 @@ from ovman_core.config import MappingConfig
 from ovman_core.frames import optical_axes_thor
 from ovman_mapping.backprojection import SegmentObservation, segment_frame, voxel_codes
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, padded_crop
-from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting, box_of, fuse_points
+from ovman_mapping.instances import (
+    Instance,
+    InstanceMap,
+    MapSnapshot,
+    Sighting,
+    SightingSpan,
+    box_of,
+    fuse_points,
+)
 from ovman_mapping.segmenter import Segmenter, make_segmenter
 
 if TYPE_CHECKING:
@@ -74,7 +85,7 @@ class _Frame:
 
 
 @dataclasses.dataclass
-class _Track:
+class _Track(SightingSpan):
     """A working instance during fusion."""
 
     uid: str
@@ -88,14 +99,6 @@ class _Track:
     frames: set[int]
     fragments: list[_Track] = dataclasses.field(default_factory=list)
     evidence: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def first_step(self) -> int:
-        return self.sightings[0].step
-
-    @property
-    def last_step(self) -> int:
-        return self.sightings[-1].step
 
     @property
     def colour(self) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,8 +29,23 @@ class Sighting:
     pixel_count: int
 
 
+class SightingSpan:
+    """The world steps (first, last) of ``sightings``, a sequence in step order (for a map instance
+    and for fusion's working track alike)."""
+
+    sightings: Sequence[Any]
+
+    @property
+    def first_step(self) -> int:
+        return self.sightings[0].step
+
+    @property
+    def last_step(self) -> int:
+        return self.sightings[-1].step
+
+
 @dataclasses.dataclass(frozen=True)
-class Instance:
+class Instance(SightingSpan):
     """A 3D object instance fused from the segments of one visit.
 
     - ``uid``: unique within its map (``"v<visit>:<n>"``); not a ground-truth id.
@@ -59,14 +75,6 @@ class Instance:
     def floor(self) -> Vec2:
         """π(position): the floor point (x, z), metres."""
         return floor_point(self.position)
-
-    @property
-    def first_step(self) -> int:
-        return self.sightings[0].step
-
-    @property
-    def last_step(self) -> int:
-        return self.sightings[-1].step
 
     @property
     def label(self) -> str:
@@ -220,9 +228,3 @@ def box_of(points: np.ndarray) -> Box3:
     """Axis-aligned box of a non-empty (N, 3) point set."""
     lo, hi = points.min(axis=0), points.max(axis=0)
     return Box3((float(lo[0]), float(lo[1]), float(lo[2])), (float(hi[0]), float(hi[1]), float(hi[2])))
-
-
-def box_gap(a: Box3, b: Box3) -> float:
-    """Euclidean distance between two axis-aligned boxes (metres); 0 when they touch or overlap."""
-    gaps = [max(a.lo[k] - b.hi[k], 0.0, b.lo[k] - a.hi[k]) for k in range(3)]
-    return float(np.sqrt(sum(g * g for g in gaps)))

@@ -15,7 +15,6 @@ Importing this module imports torch; :mod:`ovman_mapping.learned_segmenter` impo
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 import torch
@@ -108,7 +107,3 @@ def _fold(module: nn.Module) -> nn.Module:
     if isinstance(module, nn.Sequential):
         return nn.Sequential(*(_fold(m) for m in module))
     return module
-
-
-def parameter_count(model: nn.Module) -> int:
-    return sum(math.prod(p.shape) for p in model.parameters())

@@ -27,7 +27,7 @@ Interfaces:
 - ``map`` (nav_msgs/OccupancyGrid, transient local): the reachable grid at each goal, published
   only when no other node (sim_node) publishes ``map``.
 
-The World the builtin backend drives: the one it is given (``python -m ovman_eval.nav_in_world``
+The World the builtin backend drives: the one it is given (``python -m ovman_eval.graph.nav_in_world``
 gives it a world of ``sim_node.world.kind`` with ``navigation.scene`` loaded: ovman_nav never imports
 the simulator), else sim_node's over DDS (:class:`ovman_nav.sim_client.SimNodeWorld`: actions
 through ``sim/act``, or, for a fixed target, the predicted actions of the plan through
@@ -126,7 +126,7 @@ class NavNode(GraphNode):
     ) -> None:
         """``world_factory``: makes the world to drive from the node's config (its parameters
         applied) when ``navigation.scene`` is set; None: sim_node's world over DDS, and a scene is
-        refused (ovman_nav never imports the simulator: ``python -m ovman_eval.nav_in_world``)."""
+        refused (ovman_nav never imports the simulator: ``python -m ovman_eval.graph.nav_in_world``)."""
         super().__init__(NODE_NAME, **kwargs)
         self.config = config_from_parameters(self, config, [(NODE_NAME, "")])
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
@@ -140,7 +140,8 @@ class NavNode(GraphNode):
             if world_factory is None:
                 raise ConfigError(
                     f"navigation.scene = {nav.scene!r}: nav_node drives sim_node's world over DDS; to drive a world "
-                    "in process, start `python -m ovman_eval.nav_in_world` (nav_node with the simulator in its process)"
+                    "in process, start `python -m ovman_eval.graph.nav_in_world` (nav_node with the simulator in its "
+                    "process)"
                 )
             world = world_factory(self.config)
             self.get_logger().info(f"driving its own {self.config.sim_node.world.kind} world, scene {nav.scene}")
@@ -313,7 +314,7 @@ class NavNode(GraphNode):
                 raise GoalError(
                     NavError.SIM_FAILURE,
                     f"nav_node has no world to drive: {problem}; run sim_node with a live visit, or start "
-                    "`python -m ovman_eval.nav_in_world` with navigation.scene set (e.g. embedded-3)",
+                    "`python -m ovman_eval.graph.nav_in_world` with navigation.scene set (e.g. embedded-3)",
                 )
             if not goal.target_may_move:
                 # A target that may move is followed by sight; a Stop would publish one more frame.

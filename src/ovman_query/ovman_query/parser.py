@@ -179,10 +179,6 @@ class ParserReport:
     def accuracy(self) -> float:
         return self.correct / self.total if self.total else 0.0
 
-    @property
-    def relation_accuracy(self) -> float:
-        return self.relation_correct / self.total if self.total else 0.0
-
 
 FAILED = "failed"
 """The confusion column of parse failures."""

@@ -49,6 +49,9 @@ frame from the condition seed, the step and the pose); ``texture`` shifts every 
 surface's hue by up to ``texture_hue_jitter`` of the circle and overlays a random checker texture
 (seeded per asset, so look-alike instances stay alike, and per surface), leaving geometry, depth
 and segments unchanged.
+
+Why one module of about 900 lines: it is one World implementation (:class:`EmbeddedWorld`) with its
+mover; its methods are the World protocol's, on one home's state.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ from ovman_sim.homes import (
 )
 from ovman_sim.render import BoxGeometry, Shading, render
 from ovman_sim.sensor import check_sensor, degrade_depth, noisy_pose
-from ovman_sim.world import AddObject, Change, Condition, MoveObject, RemoveObject
+from ovman_sim.world import AddObject, Change, Condition, MoveObject, RemoveObject, apply_by_kind
 
 _FLOOR_SLAB = 0.05
 """(m): thickness of the floor and ceiling slabs (only their inner faces are ever seen)."""
@@ -284,7 +287,7 @@ class EmbeddedWorld:
         if action is Action.MOVE_AHEAD:
             cell = self._cell(pose.floor)
             direction = _DIRECTIONS[round(pose.yaw_deg / 90.0) % 4]
-            if self._occupancy().move_blocked(cell, direction):
+            if self.occupancy().move_blocked(cell, direction):
                 result = ActionResult(False, True, f"MoveAhead from {pose.floor} at yaw {pose.yaw_deg:g} is blocked")
             else:
                 x, z = self._grid().position(cell[0] + direction[0], cell[1] + direction[1])
@@ -323,20 +326,14 @@ class EmbeddedWorld:
 
     def reachable_positions(self) -> list[Vec2]:
         grid = self._grid()
-        mask = self._occupancy().reachable_from(self._cell(self._pose.floor))
+        mask = self.occupancy().reachable_from(self._cell(self._pose.floor))
         ii, jj = np.nonzero(mask)
         return sorted(grid.position(int(i), int(j)) for i, j in zip(ii, jj, strict=True))
 
     # ------------------------------------------------------------------ protocol: changes
 
     def apply_change(self, change: Change) -> ActionResult:
-        if isinstance(change, MoveObject):
-            return self._move(change)
-        if isinstance(change, RemoveObject):
-            return self._remove(change)
-        if isinstance(change, AddObject):
-            return self._add(change)
-        raise TypeError(f"apply_change expects MoveObject, RemoveObject or AddObject, got {type(change).__name__}")
+        return apply_by_kind(change, self._move, self._remove, self._add)
 
     def _move(self, change: MoveObject) -> ActionResult:
         placed = self._objects.get(change.instance_id)
@@ -344,7 +341,7 @@ class EmbeddedWorld:
             return ActionResult(False, False, f"move {change.instance_id}: no such instance in the world")
         if not placed.state.movable:
             return ActionResult(False, False, f"move {change.instance_id}: {placed.state.category} is not movable")
-        carried = self._resting_on(change.instance_id)
+        carried = self.resting_on(change.instance_id)
         if carried:
             return ActionResult(
                 False, False, f"move {change.instance_id}: it carries {', '.join(carried)}; move or remove those first"
@@ -360,7 +357,7 @@ class EmbeddedWorld:
     def _remove(self, change: RemoveObject) -> ActionResult:
         if change.instance_id not in self._objects:
             return ActionResult(False, False, f"remove {change.instance_id}: no such instance in the world")
-        carried = self._resting_on(change.instance_id)
+        carried = self.resting_on(change.instance_id)
         if carried:
             return ActionResult(
                 False, False, f"remove {change.instance_id}: it carries {', '.join(carried)}; remove those first"
@@ -399,7 +396,7 @@ class EmbeddedWorld:
         placed = self._objects.get(instance_id) or self._templates.get(instance_id)
         if placed is None:
             raise ValueError(f"candidate_placements: unknown instance {instance_id!r} (not in the world, no template)")
-        if instance_id in self._objects and (not placed.state.movable or self._resting_on(instance_id)):
+        if instance_id in self._objects and (not placed.state.movable or self.resting_on(instance_id)):
             return []
         state, facing = placed.state, placed.appearance.facing
         sx, sy, sz = state.box.size
@@ -445,7 +442,7 @@ class EmbeddedWorld:
             raise ValueError(f"start_mover: no instance {instance_id!r} in the world")
         if not placed.state.movable:
             raise ValueError(f"start_mover: {instance_id} ({placed.state.category}) is not movable")
-        carried = self._resting_on(instance_id)
+        carried = self.resting_on(instance_id)
         if carried:
             raise ValueError(f"start_mover: {instance_id} carries {', '.join(carried)}")
         cells = self._mover_cells(instance_id)
@@ -504,7 +501,7 @@ class EmbeddedWorld:
             "structure", lambda: self.home.structure_occupancy(self._grid(), self.config.world.agent_radius)
         )
 
-    def _occupancy(self, exclude: str | None = None) -> Occupancy:
+    def occupancy(self, exclude: str | None = None) -> Occupancy:
         """Blocked cells and moves: the structure and every object except ``exclude``. With a mover,
         the full occupancy is the one without the mover plus the mover (that one stays valid while
         only the mover moves, see :meth:`_changed`)."""
@@ -512,7 +509,7 @@ class EmbeddedWorld:
 
         def build() -> Occupancy:
             if exclude is None and mover is not None:
-                occ, placed = self._occupancy(exclude=mover).copy(), [self._objects[mover]]
+                occ, placed = self.occupancy(exclude=mover).copy(), [self._objects[mover]]
             else:
                 occ, placed = self._structure().copy(), [p for i, p in self._objects.items() if i != exclude]
             rects = [(p.state.box.lo[0], p.state.box.lo[2], p.state.box.hi[0], p.state.box.hi[2]) for p in placed]
@@ -526,7 +523,7 @@ class EmbeddedWorld:
         cell = self._grid().cell_of(pose.floor)
         if cell is None:
             return f"({pose.x}, {pose.z}) is not a point of the {world.grid_size} m grid inside the home"
-        if self._occupancy().cells[cell]:
+        if self.occupancy().cells[cell]:
             return f"({pose.x}, {pose.z}) is blocked (a wall or an object is within the agent radius)"
         if abs(pose.yaw_deg / world.rotate_step_deg - round(pose.yaw_deg / world.rotate_step_deg)) > 1e-6:
             return f"yaw {pose.yaw_deg} is not a multiple of world.rotate_step_deg = {world.rotate_step_deg}"
@@ -548,7 +545,7 @@ class EmbeddedWorld:
             out.extend((instance_id, s) for s in object_supports(placed.state.category, placed.state.box, facing))
         return out
 
-    def _resting_on(self, instance_id: str) -> list[str]:
+    def resting_on(self, instance_id: str) -> list[str]:
         """Instances resting on a support of ``instance_id``."""
         placed = self._objects[instance_id]
         supports = object_supports(placed.state.category, placed.state.box, placed.appearance.facing)
@@ -654,7 +651,7 @@ class EmbeddedWorld:
     def _mover_cells(self, instance_id: str) -> list[Vec2]:
         """Cells reachable by the agent (carried object removed) where the carried object fits on the floor."""
         grid = self._grid()
-        occ = self._occupancy(exclude=instance_id)
+        occ = self.occupancy(exclude=instance_id)
         mask = occ.reachable_from(self._cell(self._pose.floor))
         ii, jj = np.nonzero(mask)
         cells = [grid.position(int(i), int(j)) for i, j in zip(ii, jj, strict=True)]
@@ -677,7 +674,7 @@ class EmbeddedWorld:
         cell = grid.cell_of(placed.state.floor)
         if cell is None:
             return
-        occ = self._occupancy(exclude=mover.instance_id)
+        occ = self.occupancy(exclude=mover.instance_id)
         open_dirs: list[int] = []
         targets: dict[int, tuple[int, int]] = {}
         for k, (di, dj) in enumerate(_DIRECTIONS):
@@ -755,7 +752,7 @@ class EmbeddedWorld:
                 or not other.state.movable
                 or min(other.state.box.footprint.distance_to_footprint(b.footprint) for b in touched)
                 > physics.knock_radius
-                or self._resting_on(other_id)
+                or self.resting_on(other_id)
             ):
                 continue
             start = other.state.position
@@ -771,7 +768,7 @@ class EmbeddedWorld:
         kept = []
         for slide in self._slides:
             placed = self._objects.get(slide.instance_id)
-            if placed is None or self._resting_on(slide.instance_id):
+            if placed is None or self.resting_on(slide.instance_id):
                 continue
             slide.done += 1
             f = slide.done / slide.steps

@@ -155,13 +155,6 @@ class Occupancy:
         return len(np.unique(labels[~self.cells])), labels
 
 
-def rectangles_of(boxes_lo: np.ndarray, boxes_hi: np.ndarray) -> np.ndarray:
-    """Floor rectangles (M, 4) ``(x_min, z_min, x_max, z_max)`` of boxes given by corners (M, 3)."""
-    lo = np.asarray(boxes_lo, dtype=float).reshape(-1, 3)
-    hi = np.asarray(boxes_hi, dtype=float).reshape(-1, 3)
-    return np.column_stack([lo[:, 0], lo[:, 2], hi[:, 0], hi[:, 2]])
-
-
 def point_rect_distance(point: Vec2, rects: np.ndarray) -> np.ndarray:
     """Floor distance (M,) from ``point`` to each rectangle; 0 inside."""
     r = np.asarray(rects, dtype=float).reshape(-1, 4)

@@ -36,6 +36,9 @@ How it is written, without rclpy:
 It is read back with ``rosbags``' rosbag2 reader, which checks the chunk CRCs, so a damaged file
 fails loudly instead of decoding wrong pixels. The bag is written into a hidden temporary directory
 beside the target and renamed into place only when complete.
+
+Why one module of about 830 lines: it is one file format, written (:class:`VisitWriter`) and read
+(:func:`read_visit`) side by side so that the two cannot drift apart.
 """
 
 from __future__ import annotations

@@ -106,30 +106,13 @@ def render(
         raise ValueError(f"camera near/far must satisfy 0 < near < far, got near={near} far={far}")
     cam = np.asarray(camera_position, dtype=np.float64)
     axes = np.ascontiguousarray(optical_axes, dtype=np.float64)
-    depth, index, face = _rasterise(
-        boxes.lo,
-        boxes.hi,
-        cam,
-        axes,
-        intrinsics.fx,
-        intrinsics.fy,
-        intrinsics.cx,
-        intrinsics.cy,
-        intrinsics.width,
-        intrinsics.height,
-        near,
-        far,
-    )
+    pinhole = (cam, axes, intrinsics.fx, intrinsics.fy, intrinsics.cx, intrinsics.cy)
+    depth, index, face = _rasterise(boxes.lo, boxes.hi, *pinhole, intrinsics.width, intrinsics.height, near, far)
     rgb = _shade(
         depth,
         index,
         face,
-        cam,
-        axes,
-        intrinsics.fx,
-        intrinsics.fy,
-        intrinsics.cx,
-        intrinsics.cy,
+        *pinhole,
         boxes.colour,
         boxes.pattern_period,
         boxes.pattern_contrast,

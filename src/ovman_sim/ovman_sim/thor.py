@@ -30,6 +30,10 @@ then applies :func:`degrade_low_light` (noise seeded by the condition seed and t
 beyond ``low_light_visibility`` black, NaN depth, no segment), as the embedded world does;
 ``texture`` calls ``RandomizeMaterials``, whose draw comes from Unity's own generator and is
 therefore not reproducible from our seed.
+
+Why one module of about 1,000 lines: it is one World implementation on AI2-THOR
+(:class:`ThorWorld`), its controller start-up and errors, object templates and mover; every part
+talks to the same controller.
 """
 
 from __future__ import annotations
@@ -55,11 +59,11 @@ from ovman_core.config import SimConfig
 from ovman_core.observation import Observation, pose_observation
 from ovman_core.world_state import AgentPose, ObjectState, WorldState
 from ovman_sim.conditions import degrade_low_light
-from ovman_sim.world import AddObject, Change, Condition, MoveObject, RemoveObject
+from ovman_sim.world import AddObject, Change, Condition, MoveObject, RemoveObject, apply_by_kind
 
 INSTALL_HINT = "pip install -e .[thor]"
 THOR_PLATFORMS = ("CloudRendering", "Linux64")
-_START_THREAD_NAME = "ai2thor-controller-start"
+START_THREAD_NAME = "ai2thor-controller-start"
 _NO_COLOUR = 1 << 24  # a key no 24-bit colour packs to: marks pixels left out of segments
 _DIRECTIONS = ((0.0, 1.0), (1.0, 0.0), (0.0, -1.0), (-1.0, 0.0))
 """Mover headings on the floor (dx, dz) for yaw 0, 90, 180, 270 degrees (+z, +x, −z, −x)."""
@@ -227,7 +231,7 @@ def start_controller(controller_cls: type, arguments: Mapping[str, Any], timeout
         except BaseException as err:  # handed to the caller's thread below
             failure.append(err)
 
-    thread = threading.Thread(target=construct, name=_START_THREAD_NAME, daemon=True)
+    thread = threading.Thread(target=construct, name=START_THREAD_NAME, daemon=True)
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
@@ -460,7 +464,8 @@ class ThorWorld:
         self._controller_module, self._platform_module, self._fifo_module = import_ai2thor()
         check_thor_config(sim)
         check_thor_build(sim)
-        self._sim = sim
+        self.config = sim
+        """The simulator configuration this world runs with."""
         self._cfg = sim.ai2thor
         self._controller: Any = None
         self._scene = ""
@@ -485,7 +490,7 @@ class ThorWorld:
 
     def _start(self, scene: str) -> None:
         platform = getattr(self._platform_module, self._cfg.platform)
-        arguments = controller_arguments(self._sim, scene, platform)
+        arguments = controller_arguments(self.config, scene, platform)
         self._controller = start_controller(
             self._controller_module.Controller, arguments, self._cfg.start_timeout_s, self._fifo_module
         )
@@ -518,7 +523,7 @@ class ThorWorld:
 
     def _floor_y(self) -> float:
         """Floor height under the agent: camera height minus the configured camera height."""
-        return float(self._event().metadata["cameraPosition"]["y"]) - self._sim.world.camera_height
+        return float(self._event().metadata["cameraPosition"]["y"]) - self.config.world.camera_height
 
     # ---------------------------------------------------------------- World protocol
 
@@ -577,7 +582,7 @@ class ThorWorld:
         located = self.observe_pose()
         metadata = event.metadata
         server = self.controller.server
-        camera = self._sim.camera
+        camera = self.config.camera
         depth = planar_depth(
             event.depth_frame,
             near=camera.near,
@@ -588,7 +593,7 @@ class ThorWorld:
         rgb = np.array(event.frame, dtype=np.uint8, copy=True)
         visible = None
         if self._condition is Condition.LOW_LIGHT:
-            conditions = self._sim.conditions
+            conditions = self.config.conditions
             rgb, depth, visible = degrade_low_light(
                 rgb,
                 depth,
@@ -610,7 +615,7 @@ class ThorWorld:
 
     def step(self, action: Action | str) -> ActionResult:
         action = Action(action)
-        world = self._sim.world
+        world = self.config.world
         result: ActionResult
         if action is Action.LOOK_UP or action is Action.LOOK_DOWN:
             sign = 1.0 if action is Action.LOOK_DOWN else -1.0
@@ -626,7 +631,7 @@ class ThorWorld:
         else:  # Stop ends the episode at this moment: time and the mover do not advance.
             return self._result(self._do("Done"), action)
         self._steps += 1
-        if self._mover is not None and self._steps % self._sim.mover.steps_per_move == 0:
+        if self._mover is not None and self._steps % self.config.mover.steps_per_move == 0:
             self._hop()
         return result
 
@@ -640,7 +645,7 @@ class ThorWorld:
         )
 
     def teleport(self, pose: AgentPose) -> ActionResult:
-        world = self._sim.world
+        world = self.config.world
         if not self._is_reachable((pose.x, pose.z)):
             return ActionResult(False, message=f"({pose.x:.3f}, {pose.z:.3f}) is not a reachable position")
         if not world.horizon_min_deg <= pose.horizon_deg <= world.horizon_max_deg:
@@ -669,13 +674,7 @@ class ThorWorld:
         return sorted((float(p["x"]), float(p["z"])) for p in event.metadata["actionReturn"])
 
     def apply_change(self, change: Change) -> ActionResult:
-        if isinstance(change, MoveObject):
-            return self._move(change)
-        if isinstance(change, RemoveObject):
-            return self._remove(change)
-        if isinstance(change, AddObject):
-            return self._add(change)
-        raise TypeError(f"apply_change: unknown change {change!r}")
+        return apply_by_kind(change, self._move, self._remove, self._add)
 
     def _move(self, change: MoveObject) -> ActionResult:
         obj = self._find(change.instance_id)
@@ -836,7 +835,7 @@ class ThorWorld:
             size, exclude = obj.size, obj.object_id
         others = [o for o in self._objects_by_thor_id().values() if o.object_id != exclude]
         half = np.array(size) / 2.0
-        spacing = self._sim.world.grid_size
+        spacing = self.config.world.grid_size
         floor_y = self._floor_y()
         centres: list[Vec3] = [(x, floor_y + half[1], z) for x, z in self.reachable_positions()]
         for support in others:
@@ -907,11 +906,11 @@ class ThorWorld:
         if mover is None or obj is None:
             self._mover = None
             return
-        config, grid = self._sim.mover, self._sim.world.grid_size
+        config, grid = self.config.mover, self.config.world.grid_size
         tolerance = self._cfg.position_tolerance
         here = (obj.center[0], obj.center[2])
         pose = self.agent_pose()
-        clearance = self._sim.world.agent_radius + max(obj.size[0], obj.size[2]) / 2.0
+        clearance = self.config.world.agent_radius + max(obj.size[0], obj.size[2]) / 2.0
         hop_cells = round(config.hop_length / grid)
         targets: dict[int, Vec2] = {}
         for heading, (dx, dz) in enumerate(_DIRECTIONS):
@@ -968,7 +967,7 @@ class ThorWorld:
         materials): lights dimmed for low_light, materials randomised for texture."""
         self._unity_dimmed = False
         if self._condition is Condition.LOW_LIGHT:
-            gain = self._sim.conditions.low_light_gain
+            gain = self.config.conditions.low_light_gain
             try:
                 event = self._do("RandomizeLighting", brightness=[gain, gain], randomizeColor=False, synchronized=True)
             except ValueError:  # a build without the action: observe() dims in post-processing instead

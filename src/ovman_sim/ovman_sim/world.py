@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ovman_core.actions import Action, ActionResult
 from ovman_core.boxes import Vec2, Vec3
@@ -109,3 +110,44 @@ class World(Protocol):
 
     def close(self) -> None:
         """Release the simulator."""
+
+
+R = TypeVar("R")
+
+
+def apply_by_kind(
+    change: Change,
+    move: Callable[[MoveObject], R],
+    remove: Callable[[RemoveObject], R],
+    add: Callable[[AddObject], R],
+) -> R:
+    """A World's ``apply_change``: ``change`` handed to the function for its kind; TypeError for
+    anything that is not a :data:`Change`."""
+    if isinstance(change, MoveObject):
+        return move(change)
+    if isinstance(change, RemoveObject):
+        return remove(change)
+    if isinstance(change, AddObject):
+        return add(change)
+    raise TypeError(f"apply_change expects MoveObject, RemoveObject or AddObject, got {type(change).__name__}")
+
+
+class StopProbe:
+    """A world as the navigation executor drives it (:func:`ovman_nav.executor.navigate`): passes its
+    calls to ``world`` and keeps the objects at the moment Stop is issued (``at_stop``: t_stop of
+    the embodied success test, TASK.md Eq. 4)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.at_stop: WorldState | None = None
+
+    def agent_pose(self) -> AgentPose:
+        return self.world.agent_pose()
+
+    def reachable_positions(self) -> list[Vec2]:
+        return self.world.reachable_positions()
+
+    def step(self, action: Action) -> ActionResult:
+        if action is Action.STOP:
+            self.at_stop = self.world.objects()
+        return self.world.step(action)

@@ -1,0 +1,3 @@
+"""What a finished run says: statistics, diagnostics, tables, the admissibility sweep,
+stress comparisons, the report.
+"""

@@ -1,0 +1,1 @@
+"""The in-process benchmark: the runner, the per-group evaluator, the map cache, tracking, stress re-renders."""

@@ -1,0 +1,1 @@
+"""The ``ovman`` command line: one module per subcommand group."""

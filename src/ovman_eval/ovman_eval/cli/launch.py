@@ -1,0 +1,386 @@
+"""``ovman launch benchmark``: the benchmark graph of :mod:`ovman_eval.graph.description` as processes.
+
+    ovman launch benchmark --dataset data/ovman-single
+    ovman launch benchmark --dataset data/ovman-single --arms two_visit,given_answer --seeds 2 --out runs
+
+The same description ``ros2 launch ovman_eval benchmark.launch.py`` starts, for machines where
+only the pip-installed rclpy exists (no ``ros2`` command): every node runs as
+``python -m <module> --ros-args -r __node:=<name> [-r __ns:=<namespace>] -r /clock:=clock ... --params-file
+<graph params>``, the params file
+(one block per node, ROS 2 layout) written next to the node logs, ``$OVMAN_CONFIG`` set to the
+configuration file and ``$FASTDDS_DEFAULT_PROFILES_FILE`` to ``config/fastdds.xml`` unless already
+set (:func:`ovman_eval.graph.description.node_environment`). benchmark_node's output goes to the terminal,
+the other nodes' to ``<log dir>/<node>.log``. SIGINT and SIGTERM are forwarded to every node. When benchmark_node
+exits, the other nodes get SIGINT (then SIGTERM, then SIGKILL, ``benchmark_node.node.shutdown_timeout_s``
+apart) and the command exits with benchmark_node's code (a node killed by a signal is named with
+the signal); if another node dies first, the graph is stopped, its log is shown, and the command
+exits with 1.
+
+No orphans: on Linux every node gets SIGTERM when the launcher dies, even by SIGKILL
+(``PR_SET_PDEATHSIG``). Before starting, the command looks for nodes of the graph's names already
+on the domain (``benchmark_node.node.discovery_wait_s`` of discovery) and refuses to start beside
+them (exit code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+
+import yaml
+
+from ovman_core.config import CONFIG_ENV, ConfigError, default_config_path, load_config
+from ovman_eval.graph.description import (
+    DDS_PROFILE_FILE,
+    LAUNCH_ARGUMENTS,
+    PACKAGE,
+    RVIZ_FILE,
+    BenchmarkOptions,
+    GraphError,
+    NodeSpec,
+    benchmark_graph,
+    config_for_dataset,
+    node_environment,
+    params_file_document,
+    rviz_node,
+    share_path,
+)
+
+PARAMS_FILE = "graph_params.yaml"
+POLL_PERIOD_S = 0.2
+"""(s): how often the launcher looks whether a node exited (it has nothing else to do)."""
+LOG_TAIL_CHARS = 4000
+"""How much of a failed node's log is shown."""
+EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+PR_SET_PDEATHSIG = 1
+"""prctl option of linux/prctl.h: the signal a process gets when its parent dies."""
+
+
+def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable) -> list[str]:
+    """The command line that starts ``spec``: ``python -m`` for Python nodes, the program itself otherwise."""
+    if spec.module is None:
+        program = shutil.which(spec.executable)
+        if program is None:
+            raise GraphError(f"{spec.executable} is not installed (not on PATH); it is needed for node {spec.name}")
+        command = [program, *spec.arguments, "--ros-args"]
+    else:
+        command = [python, "-m", spec.module, *spec.arguments, "--ros-args", "-r", f"__node:={spec.name}"]
+    if spec.namespace:
+        command += ["-r", f"__ns:={spec.namespace}"]
+    for source, target in spec.remappings:
+        command += ["-r", f"{source}:={target}"]
+    if spec.parameters:
+        command += ["--params-file", str(params_file)]
+    return command
+
+
+@dataclasses.dataclass
+class NodeProcess:
+    """A started node: its description, its process and where its output goes (None: the terminal)."""
+
+    spec: NodeSpec
+    process: subprocess.Popen[bytes]
+    log_path: Path | None
+
+    def log_tail(self) -> str:
+        if self.log_path is None or not self.log_path.is_file():
+            return "(output went to the terminal)"
+        return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+
+    def describe(self) -> str:
+        code = self.process.poll()
+        if code is None:
+            state = "running"
+        elif code < 0:
+            state = f"was killed by {signal.Signals(-code).name} (exit code {128 - code})"
+        else:
+            state = f"exited with code {code}"
+        return f"{self.spec.name} (pid {self.process.pid}) {state}"
+
+
+class RunningGraph:
+    """The nodes of a graph started as processes (see the module docstring).
+
+    ``echo``: names of the nodes whose output goes to this process's stdout/stderr instead of a log
+    file; ``env``: the environment of every node (default: this process's), to which
+    ``$OVMAN_CONFIG`` is added.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeSpec],
+        config_path: Path,
+        log_dir: Path,
+        *,
+        echo: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        shutdown_timeout_s: float = 10.0,
+        python: str = sys.executable,
+    ) -> None:
+        ends = [n for n in nodes if n.ends_graph]
+        if len(ends) != 1:
+            raise GraphError(f"a graph needs exactly one node that ends it, got {[n.name for n in ends]}")
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.params_file = self.log_dir / PARAMS_FILE
+        document = params_file_document(nodes)
+        self.params_file.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        environment = dict(os.environ if env is None else env)
+        environment[CONFIG_ENV] = str(Path(config_path).resolve())
+        commands = [(spec, node_command(spec, self.params_file, python)) for spec in nodes]
+        self.nodes: list[NodeProcess] = []
+        try:
+            for spec, command in commands:
+                self.nodes.append(self._start(spec, command, environment, spec.name in echo))
+        except BaseException:
+            self.stop()
+            raise
+        self.main = next(n for n in self.nodes if n.spec.ends_graph)
+
+    def _start(self, spec: NodeSpec, command: list[str], env: dict[str, str], echo: bool) -> NodeProcess:
+        # Own session: a terminal's Ctrl-C reaches the nodes once, through signal forwarding; and
+        # the node gets SIGTERM if this process dies without stopping it (no orphans on the domain).
+        arm = _die_with_parent(os.getpid())
+        if echo:
+            process = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=arm)
+            return NodeProcess(spec, process, None)
+        log_path = self.log_dir / f"{spec.name}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=arm,
+            )
+        return NodeProcess(spec, process, log_path)
+
+    def signal_all(self, sig: int) -> None:
+        """Send ``sig`` to every node still running."""
+        for node in self.nodes:
+            if node.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    node.process.send_signal(sig)
+
+    def failed_node(self) -> NodeProcess | None:
+        """A node other than the main one that has exited (the graph cannot finish without it)."""
+        return next((n for n in self.nodes if n is not self.main and n.process.poll() is not None), None)
+
+    def wait(self) -> int:
+        """Wait until the main node exits (its code, named on stderr unless 0) or another node dies
+        (1, after printing its log)."""
+        while True:
+            try:
+                code = self.main.process.wait(timeout=POLL_PERIOD_S)
+            except subprocess.TimeoutExpired:
+                pass
+            else:
+                if code != 0:
+                    print(f"ovman launch: {self.main.describe()}", file=sys.stderr)
+                return code
+            failed = self.failed_node()
+            if failed is not None:
+                print(
+                    f"ovman launch: {failed.describe()} before {self.main.spec.name} finished; its log:\n"
+                    f"{failed.log_tail()}",
+                    file=sys.stderr,
+                )
+                return 1
+
+    def stop(self) -> None:
+        """SIGINT to every node, then SIGTERM, then SIGKILL, waiting ``shutdown_timeout_s`` between."""
+        for sig in EXIT_SIGNALS:
+            self.signal_all(sig)
+            deadline = time.monotonic() + self.shutdown_timeout_s
+            for node in self.nodes:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    node.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+            if all(n.process.poll() is not None for n in self.nodes):
+                return
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` (run in the child between fork and exec) that asks Linux to send the child
+    SIGTERM when the launcher dies (``prctl(PR_SET_PDEATHSIG)``), and exits at once if the launcher
+    is already gone. Elsewhere than Linux it does nothing: there a SIGKILLed launcher leaves its nodes."""
+
+    def arm() -> None:
+        if not sys.platform.startswith("linux"):
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return arm
+
+
+def nodes_on_domain(names: Sequence[str], wait_s: float) -> list[str]:
+    """The nodes of fully qualified ``names`` (``/sim_node``, ``/run1/sim_node``) already on this
+    process's ROS domain (``$ROS_DOMAIN_ID``, with the discovery range of the environment), found
+    within ``wait_s`` (s) of discovery. A graph started beside them, in the same namespace, would
+    have two of each node answering the same services; another namespace is no conflict."""
+    import rclpy  # the graph itself never needs rclpy in the launcher; only this check does
+
+    context = rclpy.Context()
+    rclpy.init(args=[], context=context)
+    try:
+        probe = rclpy.create_node(
+            f"ovman_launch_probe_{os.getpid()}", context=context, start_parameter_services=False, enable_rosout=False
+        )
+        deadline = time.monotonic() + wait_s
+        wanted = set(names)
+        while True:
+            on_domain = {f"{space.rstrip('/')}/{name}" for name, space in probe.get_node_names_and_namespaces()}
+            found = sorted(on_domain & wanted)
+            if found or time.monotonic() >= deadline:
+                probe.destroy_node()
+                return found
+            time.sleep(POLL_PERIOD_S / 4)
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+@contextlib.contextmanager
+def forwarded_signals(graph: RunningGraph) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM received by this process go to every node instead."""
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        graph.signal_all(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_graph(
+    nodes: Sequence[NodeSpec],
+    config_path: Path,
+    log_dir: Path,
+    *,
+    echo: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    shutdown_timeout_s: float = 10.0,
+) -> int:
+    """Start the graph, wait for its main node, stop the rest; the main node's exit code (see the module docstring)."""
+    graph = RunningGraph(nodes, config_path, log_dir, echo=echo, env=env, shutdown_timeout_s=shutdown_timeout_s)
+    try:
+        with forwarded_signals(graph):
+            code = graph.wait()
+    finally:
+        graph.stop()
+    return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
+
+
+def packaged_file(relative: str) -> Path:
+    """``relative`` (e.g. config/ovman.rviz) of this source checkout, else of the ovman_eval share
+    directory (colcon installs)."""
+    checkout = Path(__file__).resolve().parents[4] / relative
+    if checkout.is_file():
+        return checkout
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+    except ImportError:
+        raise GraphError(f"{checkout}: missing, and ament_index_python is not importable") from None
+    try:
+        return share_path(get_package_share_directory(PACKAGE), relative)
+    except PackageNotFoundError as err:
+        raise GraphError(f"{checkout}: missing, and {PACKAGE} is not installed: {err}") from err
+
+
+def nodes_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with the graph's additions (:func:`ovman_eval.graph.description.node_environment`)."""
+    return {**environ, **node_environment(environ, packaged_file(DDS_PROFILE_FILE))}
+
+
+def add(parser: argparse.ArgumentParser) -> object:
+    parser.add_argument("graph", choices=["benchmark"], help="the graph to start")
+    descriptions = {a.name: a.description for a in LAUNCH_ARGUMENTS}
+    parser.add_argument("--dataset", required=True, help=descriptions["dataset"])
+    parser.add_argument("--arms", default="", help=descriptions["arms"])
+    parser.add_argument("--seeds", default="", help=descriptions["seeds"])
+    parser.add_argument("--out", default="runs", help=descriptions["output"])
+    parser.add_argument("--run-dir", default="", help=descriptions["run_dir"])
+    parser.add_argument("--static-only", action="store_true", help="the static gate only, no embodied runs")
+    parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
+    parser.add_argument("--rviz", action="store_true", help="also start rviz2 with config/ovman.rviz")
+    parser.add_argument("--namespace", default="", help=descriptions["namespace"])
+    parser.add_argument(
+        "--use-sim-time",
+        default="true",
+        choices=["true", "false"],
+        help=descriptions["use_sim_time"] + " (default: true)",
+    )
+
+    parser.add_argument(
+        "--log-dir", help="where the node logs and the params file go (default: a new temporary folder)"
+    )
+    return run
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config_path = Path(args.config) if args.config else default_config_path()
+        base = load_config(config_path)
+        values = {
+            "dataset": args.dataset,
+            "arms": args.arms,
+            "seeds": args.seeds,
+            "output": args.out,
+            "run_dir": args.run_dir,
+            "static_only": "true" if args.static_only else "false",
+            "rviz": "true" if args.rviz else "false",
+            "namespace": args.namespace,
+            "use_sim_time": args.use_sim_time,
+        }
+        options = BenchmarkOptions.from_arguments(values, base)
+        nodes = benchmark_graph(config_for_dataset(base, options.dataset), options)
+        if options.rviz:
+            nodes = (*nodes, rviz_node(packaged_file(RVIZ_FILE), options.namespace))
+        environment = nodes_environment(os.environ)
+        log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="ovman-launch-"))
+    except (ConfigError, GraphError) as err:
+        print(f"ovman launch: {err}", file=sys.stderr)
+        return 2
+    running = nodes_on_domain([n.full_name for n in nodes], base.benchmark_node.node.discovery_wait_s)
+    if running:
+        domain = os.environ.get("ROS_DOMAIN_ID", "0")
+        print(
+            f"ovman launch: ROS_DOMAIN_ID={domain} already has node(s) {', '.join(running)} of a benchmark graph "
+            f"running (another run, or one orphaned by a killed launcher); stop them, or set another ROS_DOMAIN_ID "
+            f"or --namespace",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"ovman launch: node logs and parameters in {log_dir}", file=sys.stderr)
+    main_node = next(n.name for n in nodes if n.ends_graph)
+    try:
+        return run_graph(
+            nodes,
+            config_path,
+            log_dir,
+            echo=(main_node,),
+            env=environment,
+            shutdown_timeout_s=base.benchmark_node.node.shutdown_timeout_s,
+        )
+    except GraphError as err:
+        print(f"ovman launch: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,435 @@
+"""The ROS 2 benchmark graph, described once as plain data (no rclpy, no launch).
+
+Two starters read this description: ``launch/benchmark.launch.py`` turns it into ``launch_ros``
+Node actions for ``ros2 launch ovman_eval benchmark.launch.py`` on a ROS 2 install, and
+``ovman launch benchmark`` (:mod:`ovman_eval.cli.launch`) starts the same nodes as
+``python -m <module>`` processes where only the pip-installed rclpy exists.
+
+The graph (ARCHITECTURE.md "Data flow"): ``sim_node`` (the simulator, for the embodied runs),
+``player`` (a second sim_node that plays the recorded tours, as ``ros2 bag play`` would, on the
+same topics under :data:`PLAYER_PREFIX`), ``mapping_node`` (per-visit instance maps of the tours,
+its camera subscriptions remapped to the player's), ``query_node`` (``/ovman/query``), ``nav_node``
+(``/ovman/navigate``, driving sim_node's world) and ``benchmark_node``, which drives the episodes
+and writes the run directory; the graph ends when benchmark_node exits. With the tours on their
+own node, benchmark_node maps the next recorded group while the current one's embodied runs go
+on (sim_node and nav_node); the two never share a topic, so the live camera never reaches the
+maps and the tours never reach nav_node's ``/odom``. Every node gets its ROS
+parameters from :func:`ovman_core.config.node_parameters` of one configuration (query_node also
+mapping_node's ``encoder.*``, which it must share), and every process gets ``$OVMAN_CONFIG``
+pointing at that configuration's file, so what a node reads from the file beyond its own
+parameters (nav_node: the agent's grid size) is the same configuration. benchmark_node's run
+inputs (dataset, output folder, run directory, static-only) are ``run.*`` parameters, and the
+launch arguments ``arms`` and ``seeds`` override its ``benchmark.arms`` / ``benchmark.seeds``.
+
+Camera frames travel as one ``ovman_interfaces/CameraBundle`` each on ``/camera/bundle``
+(sim_node and the player ``node.camera_output`` bundle, mapping_node ``node.camera_input``
+bundle): a subscriber takes one message per frame instead of six. When RViz watches, sim_node and
+the player also publish the six standard camera topics (``both``), which RViz shows.
+
+Unless RViz watches (``rviz``), the graph runs as fast as its nodes keep up: sim_node plays tours
+unpaced (``node.play_period_s`` 0) with its acknowledgement flow control, at most a window of
+mapping_node's ``node.qos_depth`` frames unacknowledged (its publishers' depth), and mapping_node's
+subscription keeps every bundle (``node.qos_keep_all``): an
+acknowledgement says that a frame arrived, not that it was fused, so a bounded history would
+overwrite frames whenever fusing lags behind the tour. sim_node publishes the camera bundle after
+an action only when benchmark_node asks for it (``node.act_camera`` false). With RViz these keep
+the configuration's values (real-time playback, the camera after every action). The player gets
+sim_node's parameters (it needs the camera and frame settings of the recordings' world).
+
+Both starters give every node the Fast DDS profile ``config/fastdds.xml`` (:func:`node_environment`):
+camera bundles larger than the built-in 512 KB shared-memory segment otherwise travel as UDP
+fragments whose losses wait for the writer's next heartbeat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ovman_core.config import ConfigError, OvmanConfig, node_parameters
+from ovman_eval.runs.results import ARM_ORDER, parse_seeds
+from ovman_ros import bundle, names
+
+ParameterValue = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
+
+SIM_NODE = "sim_node"
+PLAYER_NODE = "player"
+"""The second sim_node of the graph, which plays the recorded tours, in the namespace
+:data:`ovman_ros.names.PLAYER_NAMESPACE` under the graph's (topics ``player/camera/bundle``...)."""
+MAPPING_NODE = "mapping_node"
+QUERY_NODE = "query_node"
+NAV_NODE = "nav_node"
+BENCHMARK_NODE = "benchmark_node"
+RVIZ_NODE = "rviz2"
+
+PACKAGE = "ovman_eval"
+"""The package whose share directory holds the launch file, the configuration and the RViz layout."""
+CONFIG_FILE = "config/ovman.yaml"
+RVIZ_FILE = "config/ovman.rviz"
+DDS_PROFILE_FILE = "config/fastdds.xml"
+"""Paths relative to the package share directory (and to the repository root of a checkout)."""
+DDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
+"""The variable through which Fast DDS reads an XML profile (see config/fastdds.xml)."""
+
+ENCODER_PREFIX = "encoder."
+"""mapping_node's keys that query_node declares too (queries are embedded with the maps' encoder)."""
+
+RUN_DATASET = "run.dataset"
+RUN_OUTPUT = "run.output"
+RUN_DIR = "run.run_dir"
+RUN_STATIC_ONLY = "run.static_only"
+USE_SIM_TIME = "use_sim_time"
+"""rclpy's own parameter: the node's clock follows the ``clock`` topic (``/clock`` remapped to it)."""
+SIM_TIME_NODES = (SIM_NODE, PLAYER_NODE, QUERY_NODE, NAV_NODE, BENCHMARK_NODE)
+"""The nodes given the launch argument ``use_sim_time``. Not mapping_node: it maps recorded tours,
+played at their recorded stamps (which restart with each recording), while sim_node's clock stands
+still through a static run, and query_node tells a visit's map from an older one by its stamp (the
+visit-2 map must be newer than the visit-1 map), so mapping_node stamps its maps when it makes
+them, on the system clock. On a robot every node may run on one simulated clock."""
+
+"""benchmark_node's run inputs: not constants of the configuration, so not in config/ovman.yaml."""
+
+
+class GraphError(ValueError):
+    """A launch argument or parameter that cannot describe a runnable graph (names it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchArgument:
+    """A launch argument of ``benchmark.launch.py`` (and an option of ``ovman launch benchmark``)."""
+
+    name: str
+    default: str | None
+    """None: required (launch reports it missing; ``ovman launch`` makes its option required)."""
+    description: str
+
+
+LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
+    LaunchArgument("dataset", None, "episode dataset directory (from `ovman generate`); required"),
+    LaunchArgument("arms", "", "comma-separated arms, or all; empty: benchmark.arms of the configuration"),
+    LaunchArgument(
+        "seeds", "", "run seeds: a count (3 = seeds 0,1,2) or a comma-separated list; empty: benchmark.seeds"
+    ),
+    LaunchArgument("output", "runs", "folder of run directories: the run is written to OUTPUT/<UTC stamp>"),
+    LaunchArgument("run_dir", "", "run (or resume) in exactly this directory instead of OUTPUT/<stamp>"),
+    LaunchArgument("static_only", "false", "true: the static gate only, no embodied runs"),
+    LaunchArgument("config", "", "configuration file; empty: config/ovman.yaml of the ovman_eval share directory"),
+    LaunchArgument("rviz", "false", "true: also start RViz with config/ovman.rviz of the ovman_eval share directory"),
+    LaunchArgument(
+        "namespace", "", "the graph's namespace (e.g. run1): every node and name under it; empty: the root namespace"
+    ),
+    LaunchArgument(
+        "use_sim_time",
+        "true",
+        "true: sim_node, the player, query_node, nav_node and benchmark_node follow sim_node's clock topic",
+    ),
+)
+NAMESPACE_PATTERN = re.compile(r"(/?[A-Za-z_][A-Za-z0-9_]*)*")
+"""A ROS namespace: tokens of letters, digits and underscores, none starting with a digit."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkOptions:
+    """What benchmark_node runs: ``arms`` × ``seeds`` on ``dataset``, into ``output``/<stamp> (or ``run_dir``)."""
+
+    dataset: str
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    output: str = "runs"
+    run_dir: str = ""
+    static_only: bool = False
+    rviz: bool = False
+    """RViz watches: sim_node keeps its real-time playback and camera after every action."""
+    namespace: str = ""
+    """The graph's namespace, absolute ("" or "/robot1"); every node's names resolve under it."""
+    use_sim_time: bool = True
+    """``use_sim_time`` of every node but mapping_node (see :data:`SIM_TIME_NODES`)."""
+
+    def __post_init__(self) -> None:
+        if not self.dataset:
+            raise GraphError("launch argument dataset: give the episode dataset directory (dataset:=DIR)")
+        if not self.arms or len(set(self.arms)) != len(self.arms):
+            raise GraphError(f"launch argument arms: give distinct arms, got {list(self.arms)}")
+        unknown = [a for a in self.arms if a not in ARM_ORDER]
+        if unknown:
+            raise GraphError(
+                f"launch argument arms: unknown {', '.join(unknown)}; expected {', '.join(ARM_ORDER)} or all"
+            )
+        if not self.seeds or any(s < 0 for s in self.seeds):
+            raise GraphError(f"launch argument seeds: give non-negative integers, got {list(self.seeds)}")
+        if not NAMESPACE_PATTERN.fullmatch(self.namespace) or self.namespace.endswith("/"):
+            raise GraphError(
+                f"launch argument namespace: expected a ROS namespace such as run1 or /lab/run1 (letters, digits, "
+                f"underscores; no token starting with a digit), got {self.namespace!r}"
+            )
+
+    @classmethod
+    def from_arguments(cls, values: Mapping[str, str], config: OvmanConfig) -> BenchmarkOptions:
+        """Options from launch-argument strings (unset or empty: the defaults of :data:`LAUNCH_ARGUMENTS`
+        and the configuration's ``benchmark.arms`` / ``benchmark.seeds``)."""
+        defaults = {a.name: a.default for a in LAUNCH_ARGUMENTS}
+        known = set(defaults)
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise GraphError(f"unknown launch argument(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
+
+        def get(name: str) -> str:
+            return str(values.get(name, defaults[name] or "")).strip()
+
+        params = config.benchmark_node.benchmark
+        arms = tuple(n.strip() for n in get("arms").split(",") if n.strip()) or tuple(params.arms)
+        if arms == ("all",):
+            arms = ARM_ORDER
+        try:
+            seeds = parse_seeds(get("seeds")) if get("seeds") else tuple(params.seeds)
+        except ValueError as err:
+            raise GraphError(f"launch argument seeds: {err}") from None
+        return cls(
+            dataset=get("dataset"),
+            arms=arms,
+            seeds=seeds,
+            output=get("output") or defaults["output"],
+            run_dir=get("run_dir"),
+            static_only=parse_bool(get("static_only"), "static_only"),
+            rviz=parse_bool(get("rviz"), "rviz"),
+            namespace=("/" + get("namespace").strip("/")) if get("namespace").strip("/") else "",
+            use_sim_time=parse_bool(get("use_sim_time"), "use_sim_time"),
+        )
+
+
+def parse_bool(text: str, name: str) -> bool:
+    """A launch-argument boolean: true/false (any case), 1/0, yes/no."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no", ""):
+        return False
+    raise GraphError(f"launch argument {name}: expected true or false, got {text!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSpec:
+    """One process of the graph.
+
+    ``package``/``executable``: what ``ros2 launch`` starts (the console script of the ament_python
+    package); ``module``: what ``python -m`` starts (None for a non-Python program such as RViz);
+    ``parameters``: flat dotted ROS parameters; ``remappings``: (from, to) topic pairs;
+    ``arguments``: extra command-line arguments; ``ends_graph``: the graph stops when it exits.
+    """
+
+    name: str
+    package: str
+    executable: str
+    module: str | None
+    parameters: Mapping[str, ParameterValue]
+    remappings: tuple[tuple[str, str], ...] = ()
+    arguments: tuple[str, ...] = ()
+    ends_graph: bool = False
+    namespace: str = ""
+    """Absolute ("" = the root namespace)."""
+
+    @property
+    def full_name(self) -> str:
+        """The fully qualified node name (``/robot1/sim_node``)."""
+        return f"{self.namespace}/{self.name}"
+
+    def params_document(self) -> dict[str, Any]:
+        """This node's block of a ROS 2 params file: ``{full name: {ros__parameters: {...}}}`` (nested)."""
+        nested: dict[str, Any] = {}
+        for dotted, value in self.parameters.items():
+            *parents, leaf = dotted.split(".")
+            target = nested
+            for part in parents:
+                target = target.setdefault(part, {})
+            target[leaf] = list(value) if isinstance(value, (list, tuple)) else value
+        return {self.full_name: {"ros__parameters": nested}}
+
+
+def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
+    """Parameters a ROS params file and ``launch_ros`` can carry: scalars, non-empty uniform lists."""
+    out: dict[str, ParameterValue] = {}
+    for name, value in params.items():
+        if isinstance(value, (list, tuple)):
+            if not value:
+                raise GraphError(f"{node} parameter {name}: an empty list has no ROS parameter type; give a value")
+            kinds = {type(v) for v in value}
+            if len(kinds) != 1 or kinds.pop() not in (bool, int, float, str):
+                raise GraphError(f"{node} parameter {name}: a list parameter needs items of one type, got {value!r}")
+            out[name] = list(value)
+        elif isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        else:
+            raise GraphError(f"{node} parameter {name}: {type(value).__name__} is not a ROS parameter type")
+    return out
+
+
+def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[NodeSpec, ...]:
+    """The six nodes of the benchmark graph with their parameters (see the module docstring).
+
+    ``config`` is the configuration the nodes run with (its file is ``$OVMAN_CONFIG`` of every
+    process); use :func:`config_for_dataset` first so that sim_node simulates the dataset's world.
+    """
+    try:
+        encoder = {k: v for k, v in node_parameters(config, MAPPING_NODE).items() if k.startswith(ENCODER_PREFIX)}
+        sim = node_parameters(config, SIM_NODE)
+        mapping = node_parameters(config, MAPPING_NODE)
+        query = {**node_parameters(config, QUERY_NODE), **encoder}
+        nav = node_parameters(config, NAV_NODE)
+        bench = node_parameters(config, BENCHMARK_NODE)
+    except ConfigError as err:
+        raise GraphError(f"the configuration cannot describe the graph: {err}") from err
+    # The graph's wiring, whatever the file says: sim_node waits for benchmark_node's load_visit,
+    # mapping_node for its start_visit, and nav_node drives sim_node's world over DDS.
+    sim.update({"node.scene": "", "node.recording": ""})
+    mapping["node.start_visit"] = 0
+    # Frames travel as one CameraBundle each (one take instead of six); RViz also gets the
+    # standard camera topics when it watches.
+    sim["node.camera_output"] = bundle.CAMERA_BOTH_OUTPUT if options.rviz else bundle.CAMERA_BUNDLE_OUTPUT
+    mapping["node.camera_input"] = bundle.CAMERA_BUNDLE_OUTPUT
+    if not options.rviz:
+        # Nobody watches: tours as fast as mapping_node keeps up, the camera after an action on demand.
+        window = config.mapping_node.node.qos_depth
+        sim.update({"node.play_period_s": 0.0, "node.act_camera": False, "node.qos_depth": window})
+        mapping["node.qos_keep_all"] = True
+    nav["navigation.scene"] = ""
+    bench.update(
+        {
+            "benchmark.arms": list(options.arms),
+            "benchmark.seeds": list(options.seeds),
+            RUN_DATASET: options.dataset,
+            RUN_OUTPUT: options.output,
+            RUN_DIR: options.run_dir,
+            RUN_STATIC_ONLY: options.static_only,
+        }
+    )
+    by_node = {SIM_NODE: sim, MAPPING_NODE: mapping, QUERY_NODE: query, NAV_NODE: nav, BENCHMARK_NODE: bench}
+    for name in SIM_TIME_NODES:
+        by_node.get(name, sim)[USE_SIM_TIME] = options.use_sim_time  # the player runs with sim_node's parameters
+    sim_parameters = _checked(SIM_NODE, sim)
+    space = options.namespace
+    # The conventionally absolute /clock, /tf and /tf_static resolve in each node's namespace.
+    base = names.NAMESPACED_REMAPPINGS
+    played_bundle = f"{names.PLAYER_NAMESPACE}/{names.CAMERA_BUNDLE}"
+    return (
+        NodeSpec(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", sim_parameters, base, namespace=space),
+        NodeSpec(
+            PLAYER_NODE,
+            "ovman_sim",
+            "sim_node",
+            "ovman_sim.sim_node",
+            sim_parameters,
+            base,
+            namespace=f"{space}/{names.PLAYER_NAMESPACE}",
+        ),
+        NodeSpec(
+            MAPPING_NODE,
+            "ovman_mapping",
+            "mapping_node",
+            "ovman_mapping.mapping_node",
+            _checked(MAPPING_NODE, mapping),
+            remappings=(*base, (names.CAMERA_BUNDLE, played_bundle)),
+            namespace=space,
+        ),
+        NodeSpec(
+            QUERY_NODE,
+            "ovman_query",
+            "query_node",
+            "ovman_query.query_node",
+            _checked(QUERY_NODE, query),
+            base,
+            namespace=space,
+        ),
+        NodeSpec(
+            NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _checked(NAV_NODE, nav), base, namespace=space
+        ),
+        NodeSpec(
+            BENCHMARK_NODE,
+            PACKAGE,
+            "benchmark_node",
+            "ovman_eval.graph.benchmark_node",
+            _checked(BENCHMARK_NODE, bench),
+            base,
+            ends_graph=True,
+            namespace=space,
+        ),
+    )
+
+
+def rviz_node(rviz_config: Path | str, namespace: str = "") -> NodeSpec:
+    """RViz 2 with the OVMAN layout (``rviz2 -d <share>/config/ovman.rviz``) in the graph's namespace."""
+    return NodeSpec(
+        RVIZ_NODE,
+        "rviz2",
+        "rviz2",
+        None,
+        {},
+        names.NAMESPACED_REMAPPINGS,
+        arguments=("-d", str(rviz_config)),
+        namespace=namespace,
+    )
+
+
+def params_file_document(nodes: Sequence[NodeSpec]) -> dict[str, Any]:
+    """One ROS 2 params document for the whole graph: one top-level key per node."""
+    document: dict[str, Any] = {}
+    for node in nodes:
+        if node.full_name in document:
+            raise GraphError(f"two nodes are named {node.full_name}")
+        document.update(node.params_document())
+    return document
+
+
+def config_for_dataset(config: OvmanConfig, dataset: Path | str) -> OvmanConfig:
+    """``config`` with sim_node's world kind set to the world of the dataset's episodes (as the
+    in-process runner does); raises GraphError for a missing or unreadable dataset."""
+    from ovman_eval.benchmark.request import configured_for
+    from ovman_eval.generation.dataset import DatasetError, read_episodes
+    from ovman_eval.runs.run_dir import BenchmarkError
+
+    path = Path(dataset)
+    try:
+        records = read_episodes(path)
+        if not records:
+            raise GraphError(f"{path}: the dataset holds no episodes")
+        return configured_for(config, records)
+    except (DatasetError, BenchmarkError, ValueError) as err:
+        if isinstance(err, GraphError):
+            raise
+        raise GraphError(f"launch argument dataset: {err}") from err
+
+
+def node_environment(environ: Mapping[str, str], dds_profile: Path | str) -> dict[str, str]:
+    """What a starter adds to the nodes' environment: :data:`DDS_PROFILE_ENV` naming ``dds_profile``
+    (the graph's Fast DDS profile: large messages over shared memory), unless ``environ`` names a
+    profile already, which is then kept."""
+    if environ.get(DDS_PROFILE_ENV):
+        return {}
+    return {DDS_PROFILE_ENV: str(Path(dds_profile).resolve())}
+
+
+def share_path(share_directory: Path | str, relative: str) -> Path:
+    """A file of the package share directory (e.g. :data:`CONFIG_FILE`), which must exist."""
+    path = Path(share_directory) / relative
+    if not path.is_file():
+        raise GraphError(f"{path}: missing from the {PACKAGE} share directory; rebuild and install {PACKAGE}")
+    return path
+
+
+__all__ = [
+    "BENCHMARK_NODE",
+    "LAUNCH_ARGUMENTS",
+    "BenchmarkOptions",
+    "GraphError",
+    "LaunchArgument",
+    "NodeSpec",
+    "benchmark_graph",
+    "config_for_dataset",
+    "node_environment",
+    "params_file_document",
+    "parse_bool",
+    "rviz_node",
+    "share_path",
+]

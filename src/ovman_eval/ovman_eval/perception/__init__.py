@@ -1,0 +1,1 @@
+"""Training and evaluating the learned segmenter on embedded-world renders."""

@@ -1,0 +1,414 @@
+"""Training and evaluating the learned segmenter on embedded-world renders.
+
+Frames come from the coverage tours (``sim_node.tour``) of *perception homes*,
+``perception-train-<k>`` and ``perception-test-<k>`` (:func:`ovman_sim.homes.perception_scene`):
+a seed namespace above every ``embedded-<seed>``, which ``ovman generate`` and the episode format
+refuse, so no benchmark scene is ever trained or tuned on. The world renders them as it renders
+episodes (sensor model on). Training home ``k`` is rendered under ``perception.train_conditions``
+entry ``k mod len`` (the stress conditions as augmentation), held-out homes under the condition
+asked for (baseline unless ``--condition``).
+
+Targets at the network's output resolution (``output_stride`` camera pixels a cell, sampled at
+the cell's centre pixel): the class of the instance seen there (0 = none: walls, floor, doors)
+and the boundary, set on a cell of an instance with a 4-neighbour of another instance. The loss
+is cross-entropy with class weights ``1 / sqrt(frequency)`` (normalised to mean 1 over the classes
+present) plus the boundary's binary cross-entropy weighted by the inverse boundary share. Each
+frame of a batch is mirrored left-right with probability 1/2 (``perception.flip``). Adam,
+cosine-decayed step size, ``perception.seed`` for the initial weights, the frame order and the
+mirroring, deterministic torch algorithms: the same config and threads give the same weights.
+
+Evaluation (:func:`evaluate`): per frame, ground-truth segments of at least
+``mapping.min_segment_pixels`` pixels are matched one-to-one to predicted segments by mask IoU
+(Hungarian, pairs below ``perception.iou_threshold`` do not match). Precision = matched /
+predicted, recall = matched / ground truth, accuracy = matched pairs whose top label is right,
+per category (by the ground-truth label) and overall; the confusions are the most frequent
+(true, predicted) label pairs among the matched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from ovman_core.config import OvmanConfig, PerceptionParams, check_ranges
+from ovman_core.files import FILE_MODE, atomic_write_text
+from ovman_core.observation import Observation
+from ovman_eval.generation.dataset import code_revision
+from ovman_mapping.learned_segmenter import MANIFEST_FILE, MODEL_FORMAT, MODEL_VERSION, WEIGHTS_FILE, weights_digest
+from ovman_mapping.segmenter import Segmentation, Segmenter
+from ovman_sim.embedded import EmbeddedWorld
+from ovman_sim.homes import CATEGORIES, perception_scene
+from ovman_sim.tours import tour_observations
+from ovman_sim.world import Condition
+
+STRESS_CONDITIONS = tuple(c.value for c in Condition if c is not Condition.BASELINE)
+"""The stress conditions a model's held-out figures are also taken under."""
+
+VOCABULARY: tuple[str, ...] = tuple(sorted(CATEGORIES))
+"""The embedded world's categories, in the order of the network's classes 1..K."""
+
+Progress = Callable[[str], None]
+
+
+def check_perception(params: PerceptionParams) -> None:
+    """ConfigError naming the first ``benchmark_node.perception`` key out of range."""
+    checks = {
+        "train_homes": (params.train_homes >= 1, "a count >= 1"),
+        "test_homes": (params.test_homes >= 1, "a count >= 1"),
+        "frame_stride": (params.frame_stride >= 1, "a stride >= 1"),
+        "epochs": (params.epochs >= 1, "a count >= 1"),
+        "batch_size": (params.batch_size >= 1, "a count >= 1"),
+        "learning_rate": (math.isfinite(params.learning_rate) and params.learning_rate > 0.0, "a step size > 0"),
+        "seed": (params.seed >= 0, "a non-negative integer"),
+        "widths": (len(params.widths) == 3 and all(w >= 1 for w in params.widths), "three channel counts >= 1"),
+        "decoder_stages": (params.decoder_stages in (1, 2, 3), "1, 2 or 3"),
+        "context_dilation": (1 <= params.context_dilation <= 8, "a dilation in [1, 8]"),
+        "train_conditions": (
+            bool(params.train_conditions) and set(params.train_conditions) <= {c.value for c in Condition},
+            f"a non-empty list of conditions ({', '.join(c.value for c in Condition)})",
+        ),
+        "input_stride": (params.input_stride >= 1, "a stride >= 1"),
+        "threads": (params.threads >= 1, "a thread count >= 1"),
+        "iou_threshold": (0.0 < params.iou_threshold <= 1.0, "an IoU in (0, 1]"),
+    }
+    check_ranges("benchmark_node.perception", params, checks)
+
+
+# --------------------------------------------------------------------------------------------- frames
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One rendered frame and its ground truth: ``segments`` int32 (H, W) instance ids (0 = none)
+    and ``labels`` id → category (evaluation only)."""
+
+    scene: str
+    observation: Observation
+    segments: np.ndarray
+    labels: dict[int, str]
+
+
+def perception_frames(
+    config: OvmanConfig,
+    split: str,
+    homes: int,
+    condition: str | Sequence[str] = "baseline",
+    progress: Progress | None = None,
+) -> Iterator[Frame]:
+    """Every ``frame_stride``-th coverage-tour frame of homes ``perception-<split>-0..homes-1``,
+    home ``k`` rendered under ``condition`` (or, given a list, its ``k mod len``-th entry) with
+    condition seed ``k``."""
+    params = config.benchmark_node.perception
+    sim = config.sim_node
+    world = EmbeddedWorld(sim)
+    conditions = [condition] if isinstance(condition, str) else list(condition)
+    for k in range(homes):
+        scene = perception_scene(split, k)
+        world.reset(scene)
+        world.set_condition(Condition(conditions[k % len(conditions)]), k)
+        for i, observation in enumerate(tour_observations(world, sim.tour, sim.world)):
+            if i % params.frame_stride == 0:
+                yield Frame(scene, observation, np.asarray(observation.segments), dict(observation.segment_labels))
+        if progress is not None:
+            progress(f"rendered {scene}")
+
+
+def cell_targets(frame: Frame, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """(class uint8 (h, w), boundary bool (h, w)) of ``frame`` at ``stride`` camera pixels a cell."""
+    index = {label: k for k, label in enumerate(VOCABULARY, start=1)}
+    half = stride // 2
+    ids = frame.segments[half::stride, half::stride]
+    lut = np.zeros(int(ids.max(initial=0)) + 1, dtype=np.uint8)
+    for k, label in frame.labels.items():
+        if 0 < k < lut.size:
+            lut[k] = index[label]
+    classes = lut[np.clip(ids, 0, None)]
+    boundary = np.zeros(ids.shape, dtype=bool)
+    boundary[1:] |= (ids[1:] > 0) & (ids[:-1] > 0) & (ids[1:] != ids[:-1])
+    boundary[:-1] |= (ids[1:] > 0) & (ids[:-1] > 0) & (ids[1:] != ids[:-1])
+    boundary[:, 1:] |= (ids[:, 1:] > 0) & (ids[:, :-1] > 0) & (ids[:, 1:] != ids[:, :-1])
+    boundary[:, :-1] |= (ids[:, 1:] > 0) & (ids[:, :-1] > 0) & (ids[:, 1:] != ids[:, :-1])
+    return classes, boundary
+
+
+# --------------------------------------------------------------------------------------------- training
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSet:
+    """Network inputs (N, 5, h, w) float16 and targets at the output resolution: classes uint8
+    (N, h', w') and boundaries bool (N, h', w')."""
+
+    inputs: np.ndarray
+    classes: np.ndarray
+    boundaries: np.ndarray
+
+
+def training_set(frames: Sequence[Frame], params: PerceptionParams) -> TrainingSet:
+    from ovman_mapping import segnet
+
+    stride = segnet.output_stride(params.input_stride, params.decoder_stages)
+    inputs, classes, boundaries = [], [], []
+    for frame in frames:
+        obs = frame.observation
+        inputs.append(segnet.network_input(np.asarray(obs.rgb), np.asarray(obs.depth), params.input_stride))
+        c, b = cell_targets(frame, stride)
+        classes.append(c)
+        boundaries.append(b)
+    return TrainingSet(np.stack(inputs).astype(np.float16), np.stack(classes), np.stack(boundaries))
+
+
+def train_network(data: TrainingSet, params: PerceptionParams, progress: Progress | None = None) -> Any:
+    """The trained SegNet (see the module docstring for the loss and the schedule); torch's thread
+    count and determinism setting are restored afterwards."""
+    import torch
+
+    previous = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    torch.set_num_threads(params.threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        return _train(data, params, progress)
+    finally:  # the process's other torch users (the text encoder) keep their settings
+        torch.set_num_threads(previous[0])
+        torch.use_deterministic_algorithms(previous[1])
+
+
+def _train(data: TrainingSet, params: PerceptionParams, progress: Progress | None) -> Any:
+    import torch
+    from torch.nn import functional
+
+    from ovman_mapping import segnet
+
+    torch.manual_seed(params.seed)
+    model = segnet.SegNet(len(VOCABULARY), tuple(params.widths), params.decoder_stages, params.context_dilation)
+    counts = np.bincount(data.classes.ravel(), minlength=len(VOCABULARY) + 1).astype(np.float64)
+    present = counts > 0
+    weights = np.zeros_like(counts)
+    weights[present] = 1.0 / np.sqrt(counts[present] / counts.sum())
+    weights[present] /= weights[present].mean()
+    class_weight = torch.tensor(weights, dtype=torch.float32)
+    share = float(data.boundaries.mean())
+    boundary_weight = torch.tensor((1.0 - share) / max(share, 1e-6), dtype=torch.float32)
+    optimiser = torch.optim.Adam(model.parameters(), lr=params.learning_rate)
+    n = data.inputs.shape[0]
+    steps_per_epoch = math.ceil(n / params.batch_size)
+    total = params.epochs * steps_per_epoch
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: 0.5 * (1.0 + math.cos(math.pi * step / total)))
+    order_rng = np.random.default_rng(params.seed)
+    model.train()
+    for epoch in range(params.epochs):
+        order = order_rng.permutation(n)
+        running = 0.0
+        for start in range(0, n, params.batch_size):
+            batch = order[start : start + params.batch_size]
+            x = torch.from_numpy(data.inputs[batch].astype(np.float32))
+            y = torch.from_numpy(data.classes[batch].astype(np.int64))
+            edge = torch.from_numpy(data.boundaries[batch].astype(np.float32))
+            if params.flip:  # each frame mirrored left-right with probability 1/2 (seeded)
+                mirrored = torch.from_numpy(order_rng.random(len(batch)) < 0.5)
+                x = torch.where(mirrored[:, None, None, None], x.flip(-1), x)
+                y = torch.where(mirrored[:, None, None], y.flip(-1), y)
+                edge = torch.where(mirrored[:, None, None], edge.flip(-1), edge)
+            out = model(x)
+            loss = functional.cross_entropy(out[:, :-1], y, weight=class_weight)
+            loss = loss + functional.binary_cross_entropy_with_logits(out[:, -1], edge, pos_weight=boundary_weight)
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            running += float(loss.detach()) * len(batch)
+        if progress is not None:
+            progress(f"epoch {epoch + 1}/{params.epochs}: loss {running / n:.4f}")
+    return model.eval()
+
+
+def train_perception(config: OvmanConfig, out: Path, progress: Progress | None = None) -> dict[str, Any]:
+    """``ovman train-perception``: render, train, evaluate on the test homes, write the model
+    (weights atomically, then the manifest) into ``out``; returns the manifest."""
+    import torch
+    from safetensors.torch import save_file
+
+    params = config.benchmark_node.perception
+    check_perception(params)
+    started = time.process_time()
+    frames = list(perception_frames(config, "train", params.train_homes, params.train_conditions, progress))
+    data = training_set(frames, params)
+    del frames
+    if progress is not None:
+        progress(f"{data.inputs.shape[0]} training frames; training")
+    model = train_network(data, params, progress)
+    out.mkdir(parents=True, exist_ok=True)
+    weights = out / WEIGHTS_FILE
+    temporary = out / f".{WEIGHTS_FILE}.tmp"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(temporary))
+    temporary.chmod(FILE_MODE)
+    temporary.replace(weights)
+    camera = config.sim_node.camera
+    manifest: dict[str, Any] = {
+        "format": MODEL_FORMAT,
+        "version": MODEL_VERSION,
+        "vocabulary": list(VOCABULARY),
+        "widths": list(params.widths),
+        "decoder_stages": params.decoder_stages,
+        "context_dilation": params.context_dilation,
+        "input_stride": params.input_stride,
+        "image_size": [camera.width, camera.height],
+        "weights_sha256": weights_digest(weights),
+        "parameters": sum(int(np.prod(p.shape)) for p in model.parameters()),
+        "training": {
+            "config": dataclasses.asdict(params),
+            "train_scenes": [perception_scene("train", k) for k in range(params.train_homes)],
+            "train_scene_conditions": [
+                params.train_conditions[k % len(params.train_conditions)] for k in range(params.train_homes)
+            ],
+            "frames": int(data.inputs.shape[0]),
+            "cpu_s": round(time.process_time() - started, 1),
+            "torch": torch.__version__,
+        },
+        "code_revision": code_revision(),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    from ovman_mapping.learned_segmenter import LearnedSegmenter
+
+    atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    segmenter = LearnedSegmenter(dataclasses.replace(config.mapping_node.segmenter, model=str(out)))
+    manifest["held_out"] = held_out_figures(segmenter, config, params.test_homes)
+    atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return manifest
+
+
+def held_out_figures(segmenter: Segmenter, config: OvmanConfig, homes: int) -> dict[str, Any]:
+    """What a model's manifest holds under ``held_out`` (and every benchmark report's Perception
+    section shows): :func:`evaluate` on the first ``homes`` held-out homes, with their names, and
+    the same under each stress condition (``conditions``: condition → figures)."""
+    figures = evaluate(segmenter, perception_frames(config, "test", homes), config)
+    figures["test_scenes"] = [perception_scene("test", k) for k in range(homes)]
+    figures["conditions"] = {
+        c: evaluate(segmenter, perception_frames(config, "test", homes, c), config) for c in STRESS_CONDITIONS
+    }
+    return figures
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+
+
+def match_segments(
+    truth: np.ndarray, truth_ids: Sequence[int], predicted: Segmentation, threshold: float
+) -> list[tuple[int, int]]:
+    """One-to-one (ground-truth id, predicted id) pairs with mask IoU >= ``threshold`` (Hungarian on IoU)."""
+    if not truth_ids or not predicted.segments:
+        return []
+    t = np.searchsorted(np.asarray(truth_ids), truth.ravel())
+    t_valid = np.isin(truth.ravel(), truth_ids)
+    p = predicted.ids.ravel()
+    joint = np.zeros((len(truth_ids), len(predicted.segments) + 1), dtype=np.int64)
+    np.add.at(joint, (t[t_valid], p[t_valid]), 1)
+    joint = joint[:, 1:]
+    truth_area = np.bincount(t[t_valid], minlength=len(truth_ids))
+    pred_area = np.bincount(p, minlength=len(predicted.segments) + 1)[1:]
+    iou = joint / (truth_area[:, None] + pred_area[None, :] - joint)
+    rows, cols = linear_sum_assignment(-iou)
+    return [(truth_ids[r], c + 1) for r, c in zip(rows, cols, strict=True) if iou[r, c] >= threshold]
+
+
+def evaluate(segmenter: Segmenter, frames: Iterator[Frame] | Sequence[Frame], config: OvmanConfig) -> dict[str, Any]:
+    """Precision, recall, per-category accuracy and confusions of ``segmenter`` on ``frames``."""
+    params = config.benchmark_node.perception
+    min_pixels = config.mapping_node.mapping.min_segment_pixels
+    predicted_total = truth_total = matched_total = correct_total = n_frames = 0
+    per_category: dict[str, list[int]] = {}
+    confusions: Counter[tuple[str, str]] = Counter()
+    for frame in frames:
+        n_frames += 1
+        prediction = segmenter.segment(frame.observation)
+        ids, counts = np.unique(frame.segments, return_counts=True)
+        truth_ids = [
+            int(k) for k, c in zip(ids, counts, strict=True) if k > 0 and c >= min_pixels and k in frame.labels
+        ]
+        sizes = np.bincount(prediction.ids.ravel(), minlength=len(prediction.segments) + 1)
+        counted = {k for k in range(1, len(prediction.segments) + 1) if sizes[k] >= min_pixels}
+        pairs = [(t, p) for t, p in match_segments(frame.segments, truth_ids, prediction, params.iou_threshold)]
+        predicted_total += len(counted)
+        truth_total += len(truth_ids)
+        for t, p in pairs:
+            truth_label, label = frame.labels[t], prediction.segments[p - 1].label
+            matched_total += 1
+            right = truth_label == label
+            correct_total += right
+            tally = per_category.setdefault(truth_label, [0, 0])
+            tally[0] += right
+            tally[1] += 1
+            if not right:
+                confusions[(truth_label, label)] += 1
+    return {
+        "frames": n_frames,
+        "segments": truth_total,
+        "predicted": predicted_total,
+        "matched": matched_total,
+        "precision": matched_total / predicted_total if predicted_total else 0.0,
+        "recall": matched_total / truth_total if truth_total else 0.0,
+        "accuracy": correct_total / matched_total if matched_total else 0.0,
+        "per_category": {k: {"accuracy": v[0] / v[1], "matched": v[1]} for k, v in sorted(per_category.items())},
+        "confusions": [
+            {"true": a, "predicted": b, "count": n}
+            for (a, b), n in sorted(confusions.items(), key=lambda x: (-x[1], x[0]))[:10]
+        ],
+        "iou_threshold": params.iou_threshold,
+    }
+
+
+# --------------------------------------------------------------------------------------------- figures
+
+
+def draw_frames(segmenter: Segmenter, frames: Sequence[Frame], directory: Path, count: int = 4) -> list[Path]:
+    """PNGs of ``count`` frames among the busiest of ``frames`` (most true segments): RGB, the
+    predicted segments with their labels, and the ground truth, side by side; the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    directory.mkdir(parents=True, exist_ok=True)
+    busiest = sorted(range(len(frames)), key=lambda i: (-len(frames[i].labels), i))[: max(count * 4, count)]
+    picks = [frames[i] for i in sorted(busiest)[:: max(len(busiest) // count, 1)][:count]]
+    written = []
+    for n, frame in enumerate(picks):
+        prediction = segmenter.segment(frame.observation)
+        figure, axes = pyplot.subplots(1, 3, figsize=(12, 3.4))
+        axes[0].imshow(frame.observation.rgb)
+        axes[0].set_title(f"{frame.scene} step {frame.observation.step}")
+        for axis, ids, labels, title in (
+            (axes[1], prediction.ids, prediction.labels, f"predicted ({len(prediction.segments)})"),
+            (axes[2], frame.segments, frame.labels, f"ground truth ({len(frame.labels)})"),
+        ):
+            axis.imshow(_colour_ids(ids))
+            axis.set_title(title)
+            for k, label in labels.items():
+                rows, cols = np.nonzero(ids == k)
+                if rows.size >= 30:
+                    axis.text(cols.mean(), rows.mean(), label, fontsize=6, ha="center", color="white")
+        for axis in axes:
+            axis.set_axis_off()
+        figure.tight_layout()
+        path = directory / f"perception-{n}.png"
+        figure.savefig(path, dpi=110)
+        pyplot.close(figure)
+        written.append(path)
+    return written
+
+
+def _colour_ids(ids: np.ndarray) -> np.ndarray:
+    """Uint8 (H, W, 3): black where 0, a fixed colour per id elsewhere."""
+    palette = np.random.default_rng(7).integers(40, 256, (int(ids.max(initial=0)) + 1, 3), dtype=np.uint8)
+    palette[0] = 0
+    return palette[np.clip(ids, 0, None)]
