@@ -13,14 +13,25 @@ share directory, also exported as ``$OVMAN_CONFIG``; ``$FASTDDS_DEFAULT_PROFILES
 share directory's ``config/fastdds.xml`` unless already set), and RViz with ``config/ovman.rviz`` when
 ``rviz:=true``. The launch shuts down when benchmark_node exits; the results are in
 ``output``/<UTC stamp> (or ``run_dir``). Every argument is listed by
-``ros2 launch ovman_eval benchmark.launch.py --show-args``.
+``ros2 launch ovman_eval benchmark.launch.py --show-args``; ``dataset`` has no default, so launch
+names it when it is missing.
+
+The Node actions are static (``--print-description`` lists them). What they need from the
+arguments is prepared by one OpaqueFunction that runs before them: it reads the configuration
+and the dataset's world, checks the arguments (a bad one stops the launch before any node
+starts, naming it), writes the graph's params file (one block per node, keyed by its full name:
+:func:`ovman_eval.graph.description.params_file_document`, what ``ovman launch`` writes too) to
+launch's log directory, and sets the launch configurations the Node actions read: ``namespace``
+and ``rviz`` in their normal form, ``ovman_params_file`` and ``ovman_rviz_layout``.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
+import yaml
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import (
@@ -29,64 +40,98 @@ from launch.actions import (
     OpaqueFunction,
     RegisterEventHandler,
     SetEnvironmentVariable,
+    SetLaunchConfiguration,
 )
+from launch.conditions import IfCondition
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
+from launch.logging import launch_config
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from ovman_core.config import CONFIG_ENV, load_config
 from ovman_eval.graph import description as graph
 
-
-def _node(spec: graph.NodeSpec) -> Node:
-    return Node(
-        package=spec.package,
-        executable=spec.executable,
-        name=spec.name,
-        namespace=spec.namespace,
-        exec_name=spec.name,  # launch labels each process by its node name ([player], not [sim_node-2])
-        parameters=[dict(spec.parameters)] if spec.parameters else [],
-        remappings=list(spec.remappings),
-        arguments=list(spec.arguments),
-        output="screen",
-    )
+PARAMS_FILE = "ovman_params_file"
+RVIZ_LAYOUT = "ovman_rviz_layout"
+"""Launch configurations that the OpaqueFunction sets for the static Node actions."""
 
 
-def _graph_actions(context) -> list:
-    """The graph's actions once the launch arguments are known (paths from the package share)."""
+def _prepare_graph(context) -> list:
+    """The arguments checked, the params file written, the configurations and environment set."""
     values = {argument.name: LaunchConfiguration(argument.name).perform(context) for argument in graph.LAUNCH_ARGUMENTS}
     share = Path(get_package_share_directory(graph.PACKAGE))
     config_path = Path(values["config"]) if values["config"] else graph.share_path(share, graph.CONFIG_FILE)
     base = load_config(config_path)
     options = graph.BenchmarkOptions.from_arguments(values, base)
-    config = graph.config_for_dataset(base, options.dataset)
-    actions: list = [SetEnvironmentVariable(CONFIG_ENV, str(config_path))]
+    nodes = graph.benchmark_graph(graph.config_for_dataset(base, options.dataset), options)
+    rviz_layout = graph.share_path(share, graph.RVIZ_FILE) if options.rviz else share / graph.RVIZ_FILE
+    log_dir = Path(launch_config.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    handle, params_file = tempfile.mkstemp(prefix="ovman_graph_params_", suffix=".yaml", dir=log_dir)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        yaml.safe_dump(graph.params_file_document(nodes), out, sort_keys=False)
     dds = graph.node_environment(os.environ, graph.share_path(share, graph.DDS_PROFILE_FILE))
-    actions += [SetEnvironmentVariable(name, value) for name, value in dds.items()]
-    for spec in graph.benchmark_graph(config, options):
-        node = _node(spec)
-        actions.append(node)
-        if spec.ends_graph:
-            actions.append(
-                RegisterEventHandler(
-                    OnProcessExit(
-                        target_action=node,
-                        on_exit=[EmitEvent(event=Shutdown(reason=f"{spec.name} finished"))],
-                    )
-                )
-            )
-    if options.rviz:
-        actions.append(_node(graph.rviz_node(graph.share_path(share, graph.RVIZ_FILE), options.namespace)))
-    return actions
+    return [
+        SetEnvironmentVariable(CONFIG_ENV, str(config_path)),
+        *(SetEnvironmentVariable(name, value) for name, value in dds.items()),
+        SetLaunchConfiguration("namespace", options.namespace),
+        SetLaunchConfiguration("rviz", "true" if options.rviz else "false"),
+        SetLaunchConfiguration(PARAMS_FILE, params_file),
+        SetLaunchConfiguration(RVIZ_LAYOUT, str(rviz_layout)),
+    ]
+
+
+def _node(template: graph.NodeTemplate) -> Node:
+    """``template``'s static Node: its namespace under the graph's, its parameters from the params file."""
+    namespace = LaunchConfiguration("namespace")
+    return Node(
+        package=template.package,
+        executable=template.executable,
+        name=template.name,
+        namespace=[namespace, "/" + template.subnamespace] if template.subnamespace else namespace,
+        exec_name=template.name,  # launch labels each process by its node name ([player-2], not [sim_node-2])
+        parameters=[LaunchConfiguration(PARAMS_FILE)],
+        remappings=list(template.remappings),
+        output="screen",
+    )
+
+
+def _rviz() -> Node:
+    spec = graph.rviz_node("")  # its program, name and remappings; the layout and namespace come from configurations
+    return Node(
+        package=spec.package,
+        executable=spec.executable,
+        name=spec.name,
+        namespace=LaunchConfiguration("namespace"),
+        exec_name=spec.name,
+        remappings=list(spec.remappings),
+        arguments=["-d", LaunchConfiguration(RVIZ_LAYOUT)],
+        output="screen",
+        condition=IfCondition(LaunchConfiguration("rviz")),
+    )
 
 
 def generate_launch_description() -> LaunchDescription:
     # An argument without a default (dataset) is required: launch reports it missing by name.
-    arguments = [
+    actions: list = [
         DeclareLaunchArgument(argument.name, description=argument.description)
         if argument.default is None
         else DeclareLaunchArgument(argument.name, default_value=argument.default, description=argument.description)
         for argument in graph.LAUNCH_ARGUMENTS
     ]
-    return LaunchDescription([*arguments, OpaqueFunction(function=_graph_actions)])
+    actions.append(OpaqueFunction(function=_prepare_graph))
+    for template in graph.BENCHMARK_NODES:
+        node = _node(template)
+        actions.append(node)
+        if template.ends_graph:
+            actions.append(
+                RegisterEventHandler(
+                    OnProcessExit(
+                        target_action=node,
+                        on_exit=[EmitEvent(event=Shutdown(reason=f"{template.name} finished"))],
+                    )
+                )
+            )
+    actions.append(_rviz())
+    return LaunchDescription(actions)

@@ -74,6 +74,24 @@ def test_the_graph_is_six_nodes_each_a_module_with_its_console_script(dataset: P
         assert f"{node.executable} = {node.module}:main" in setup, (node.package, node.executable)
 
 
+def test_the_graph_is_its_static_templates_with_parameters_and_the_graphs_namespace(dataset: Path):
+    # benchmark.launch.py declares one static Node per template; the specs must be those nodes.
+    assert tuple(t.name for t in graph.BENCHMARK_NODES) == NODES
+    for space in ("", "/run1"):
+        nodes = graph.benchmark_graph(load_config(), options(dataset, namespace=space))
+        for node, template in zip(nodes, graph.BENCHMARK_NODES, strict=True):
+            assert (node.name, node.package, node.executable, node.module) == (
+                template.name,
+                template.package,
+                template.executable,
+                template.module,
+            )
+            assert (node.remappings, node.ends_graph, node.arguments) == (template.remappings, template.ends_graph, ())
+            assert node.namespace == template.namespace(space)
+    player = graph.BENCHMARK_NODES[1]
+    assert (player.namespace(""), player.namespace("/run1")) == ("/player", "/run1/player")
+
+
 def test_the_player_plays_the_tours_in_its_own_namespace_and_mapping_node_maps_those(dataset: Path):
     from ovman_ros import names
 
@@ -141,9 +159,13 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
             "node.camera_output": "bundle",
             "use_sim_time": True,
         },
-        # Lossless: sim_node's acknowledgements say a frame arrived, not that it was fused. On the
-        # system clock (graph.SIM_TIME_NODES).
-        "mapping_node": {"node.start_visit": 0, "node.camera_input": "bundle", "node.qos_keep_all": True},
+        # Lossless: sim_node's acknowledgements say a frame arrived, not that it was fused.
+        "mapping_node": {
+            "node.start_visit": 0,
+            "node.camera_input": "bundle",
+            "node.qos_keep_all": True,
+            "use_sim_time": True,
+        },
         "query_node": {"use_sim_time": True},
         "nav_node": {"navigation.scene": "", "use_sim_time": True},
     }
@@ -166,7 +188,7 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
     }
 
 
-def test_use_sim_time_is_a_launch_argument_true_by_default_given_to_every_node_but_mapping_node(dataset: Path):
+def test_use_sim_time_is_a_launch_argument_true_by_default_given_to_every_node(dataset: Path):
     config = load_config()
     defaults = {a.name: a.default for a in graph.LAUNCH_ARGUMENTS}
     assert defaults["use_sim_time"] == "true"
@@ -174,7 +196,7 @@ def test_use_sim_time_is_a_launch_argument_true_by_default_given_to_every_node_b
         arguments = {"dataset": str(dataset), "use_sim_time": str(value).lower()}
         nodes = graph.benchmark_graph(config, graph.BenchmarkOptions.from_arguments(arguments, config))
         timed = {n.name: n.parameters.get(graph.USE_SIM_TIME) for n in nodes}
-        assert timed == {name: (None if name == "mapping_node" else value) for name in NODES}
+        assert timed == dict.fromkeys(NODES, value)
     with pytest.raises(graph.GraphError, match="use_sim_time"):
         graph.BenchmarkOptions.from_arguments({"dataset": str(dataset), "use_sim_time": "maybe"}, config)
 
@@ -283,6 +305,12 @@ class SetEnvironmentVariable(Recorded):
         self.name, self.value = name, value
 
 
+class SetLaunchConfiguration(Recorded):
+    def __init__(self, name: str, value: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.name, self.value = name, value
+
+
 class RegisterEventHandler(Recorded):
     def __init__(self, event_handler: Any, **kwargs: Any):
         super().__init__(**kwargs)
@@ -316,6 +344,26 @@ class LaunchConfiguration:
         return self.default
 
 
+def perform(value: Any, context: Any) -> str:
+    """A substitution's value as launch computes it: a list of substitutions and strings is concatenated."""
+    if isinstance(value, list):
+        return "".join(perform(item, context) for item in value)
+    return value.perform(context) if isinstance(value, LaunchConfiguration) else value
+
+
+class IfCondition:
+    """launch's IfCondition: only 'true' or 'false' (any case), '1' or '0'."""
+
+    def __init__(self, predicate_expression: Any) -> None:
+        self.predicate = predicate_expression
+
+    def evaluate(self, context: Any) -> bool:
+        value = perform(self.predicate, context).lower()
+        if value not in ("true", "false", "1", "0"):
+            raise ValueError(f"invalid condition expression {value!r}")
+        return value in ("true", "1")
+
+
 class Node(Recorded):
     """launch_ros.actions.Node's keyword-only signature; the rest goes to ExecuteProcess."""
 
@@ -325,22 +373,36 @@ class Node(Recorded):
         executable: str,
         package: str | None = None,
         name: str | None = None,
-        namespace: str | None = None,
+        namespace: Any = None,
         exec_name: str | None = None,
         parameters: list[Any] | None = None,
         remappings: list[Any] | None = None,
         ros_arguments: list[Any] | None = None,
         arguments: list[Any] | None = None,
+        condition: IfCondition | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.executable, self.package, self.name = executable, package, name
         self.namespace, self.exec_name = namespace, exec_name
         self.parameters, self.remappings, self.arguments = parameters, remappings, arguments
+        self.condition = condition
+
+
+@dataclasses.dataclass
+class Started:
+    """A Node action as launch executes it: its substitutions performed (params files read)."""
+
+    action: Node
+    namespace: str
+    params_files: list[Path]
+    arguments: list[str]
 
 
 @pytest.fixture
-def fake_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+def fake_launch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The fake launch API in place of the real one; returns launch's log directory."""
+    log_dir = tmp_path / "launch_log"
     modules = {
         "launch": {"LaunchDescription": LaunchDescription},
         "launch.actions": {
@@ -349,9 +411,12 @@ def fake_launch(monkeypatch: pytest.MonkeyPatch) -> None:
             "OpaqueFunction": OpaqueFunction,
             "RegisterEventHandler": RegisterEventHandler,
             "SetEnvironmentVariable": SetEnvironmentVariable,
+            "SetLaunchConfiguration": SetLaunchConfiguration,
         },
+        "launch.conditions": {"IfCondition": IfCondition},
         "launch.event_handlers": {"OnProcessExit": OnProcessExit},
         "launch.events": {"Shutdown": Shutdown},
+        "launch.logging": {"launch_config": types.SimpleNamespace(log_dir=str(log_dir))},
         "launch.substitutions": {"LaunchConfiguration": LaunchConfiguration},
         "launch_ros": {},
         "launch_ros.actions": {"Node": Node},
@@ -360,6 +425,7 @@ def fake_launch(monkeypatch: pytest.MonkeyPatch) -> None:
         module = types.ModuleType(name)
         module.__dict__.update(attributes)
         monkeypatch.setitem(sys.modules, name, module)
+    return log_dir
 
 
 def launch_description() -> LaunchDescription:
@@ -372,19 +438,38 @@ def launch_description() -> LaunchDescription:
 
 
 def launch(arguments: dict[str, str]) -> tuple[LaunchDescription, list[Any]]:
-    """The description, and its actions with ``arguments`` applied over the declared defaults."""
+    """The description, and what launch executes with ``arguments`` applied over the declared
+    defaults, in order: environment settings, a :class:`Started` per Node whose condition holds,
+    event handlers. A required argument missing fails as launch does."""
     description = launch_description()
     context = types.SimpleNamespace(launch_configurations=dict(arguments))
-    actions: list[Any] = []
-    for entity in description.entities:
+    executed: list[Any] = []
+
+    def visit(entity: Any) -> None:
         if isinstance(entity, DeclareLaunchArgument):
+            if entity.kwargs["default_value"] is None and entity.name not in context.launch_configurations:
+                raise LookupError(f"Included launch description missing required argument '{entity.name}'")
             context.launch_configurations.setdefault(entity.name, entity.kwargs["default_value"])
         elif isinstance(entity, OpaqueFunction):
-            actions += entity.execute(context)
-    return description, actions
+            for action in entity.execute(context):
+                visit(action)
+        elif isinstance(entity, SetLaunchConfiguration):
+            context.launch_configurations[entity.name] = perform(entity.value, context)
+        elif isinstance(entity, Node):
+            if entity.condition is None or entity.condition.evaluate(context):
+                files = [Path(perform(p, context)) for p in entity.parameters or []]
+                assert all(f.is_file() for f in files), files  # launch_ros skips a missing file
+                arguments = [perform(a, context) for a in entity.arguments or []]
+                executed.append(Started(entity, perform(entity.namespace, context), files, arguments))
+        else:
+            executed.append(entity)
+
+    for entity in description.entities:
+        visit(entity)
+    return description, executed
 
 
-def test_launch_file_declares_every_argument_of_the_description_with_its_description(fake_launch: None):
+def test_launch_file_declares_every_argument_of_the_description_with_its_description(fake_launch: Path):
     description = launch_description()
     declared = [e for e in description.entities if isinstance(e, DeclareLaunchArgument)]
     assert [(d.name, d.kwargs["default_value"], d.kwargs["description"]) for d in declared] == [
@@ -396,40 +481,71 @@ def test_launch_file_declares_every_argument_of_the_description_with_its_descrip
     assert next(d for d in declared if d.name == "dataset").kwargs["default_value"] is None
 
 
-def test_launch_file_starts_the_description_with_share_directory_paths(fake_launch: None, share: Path, dataset: Path):
-    _, actions = launch({"dataset": str(dataset), "arms": "two_visit,given_answer", "seeds": "0,1"})
+def test_the_nodes_are_static_actions_that_print_description_lists(fake_launch: Path):
+    # Built without any argument and nothing executed: what --print-description shows.
+    entities = launch_description().entities
+    nodes = [e for e in entities if isinstance(e, Node)]
+    assert [(n.package, n.executable, n.name, n.exec_name) for n in nodes] == [
+        *((t.package, t.executable, t.name, t.name) for t in graph.BENCHMARK_NODES),
+        ("rviz2", "rviz2", "rviz2", "rviz2"),
+    ]
+    for node, template in zip(nodes, graph.BENCHMARK_NODES, strict=False):
+        assert node.remappings == list(template.remappings) and node.condition is None
+    assert isinstance(nodes[-1].condition, IfCondition)
+    # The OpaqueFunction that writes their params file comes before every node.
+    (prepare,) = [i for i, e in enumerate(entities) if isinstance(e, OpaqueFunction)]
+    assert prepare < entities.index(nodes[0])
+
+
+def test_launch_file_starts_the_description_with_share_directory_paths(fake_launch: Path, share: Path, dataset: Path):
+    _, executed = launch({"dataset": str(dataset), "arms": "two_visit,given_answer", "seeds": "0,1"})
     config_path = share / "config" / "ovman.yaml"
-    environment = {a.name: a.value for a in actions if isinstance(a, SetEnvironmentVariable)}
+    environment = {a.name: a.value for a in executed if isinstance(a, SetEnvironmentVariable)}
     assert environment == {CONFIG_ENV: str(config_path), graph.DDS_PROFILE_ENV: str(share / "config" / "fastdds.xml")}
     expected = graph.benchmark_graph(
         graph.config_for_dataset(load_config(config_path), dataset),
         options(dataset, arms=("two_visit", "given_answer"), seeds=(0, 1)),
     )
-    nodes = [a for a in actions if isinstance(a, Node)]
-    assert [(n.package, n.executable, n.name) for n in nodes] == [(s.package, s.executable, s.name) for s in expected]
-    for node, spec in zip(nodes, expected, strict=True):
-        assert node.parameters == [dict(spec.parameters)], spec.name
-        assert node.remappings == list(spec.remappings) and node.arguments == list(spec.arguments)
-        assert (node.namespace, node.exec_name) == (spec.namespace, spec.name)
+    started = [a for a in executed if isinstance(a, Started)]
+    assert [(n.action.package, n.action.executable, n.action.name) for n in started] == [
+        (s.package, s.executable, s.name) for s in expected
+    ]
+    (params_file,) = {f for n in started for f in n.params_files}
+    assert params_file.parent == fake_launch  # launch's log directory, beside launch.log
+    # One params file, the one ovman launch writes: every node's block under its full name.
+    assert yaml.safe_load(params_file.read_text()) == graph.params_file_document(expected)
+    for node, spec in zip(started, expected, strict=True):
+        assert node.action.remappings == list(spec.remappings) and node.arguments == list(spec.arguments)
+        assert (node.namespace, node.action.exec_name) == (spec.namespace, spec.name)
     # The shipped small config (64x48 camera) is what the nodes get, not the repository's.
-    assert nodes[0].parameters[0]["camera.width"] == 64
+    assert yaml.safe_load(params_file.read_text())["/sim_node"]["ros__parameters"]["camera"]["width"] == 64
+
+
+def test_a_namespaced_launch_puts_the_nodes_and_their_parameter_blocks_under_it(
+    fake_launch: Path, share: Path, dataset: Path
+):
+    _, executed = launch({"dataset": str(dataset), "namespace": "run1/"})
+    started = [a for a in executed if isinstance(a, Started)]
+    assert [n.namespace for n in started] == ["/run1", "/run1/player", "/run1", "/run1", "/run1", "/run1"]
+    document = yaml.safe_load(started[0].params_files[0].read_text())
+    assert set(document) == {f"{n.namespace}/{n.action.name}" for n in started}
 
 
 def test_a_fast_dds_profile_the_user_set_is_kept(
-    fake_launch: None, share: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
+    fake_launch: Path, share: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv(graph.DDS_PROFILE_ENV, "/etc/mine.xml")
-    _, actions = launch({"dataset": str(dataset)})
-    assert [a.name for a in actions if isinstance(a, SetEnvironmentVariable)] == [CONFIG_ENV]
+    _, executed = launch({"dataset": str(dataset)})
+    assert [a.name for a in executed if isinstance(a, SetEnvironmentVariable)] == [CONFIG_ENV]
     assert graph.node_environment({graph.DDS_PROFILE_ENV: "/etc/mine.xml"}, share / "config" / "fastdds.xml") == {}
     # An empty variable names no profile.
     profile = share / "config" / "fastdds.xml"
     assert graph.node_environment({graph.DDS_PROFILE_ENV: ""}, profile) == {graph.DDS_PROFILE_ENV: str(profile)}
 
 
-def test_launch_ends_when_benchmark_node_exits(fake_launch: None, share: Path, dataset: Path):
-    _, actions = launch({"dataset": str(dataset)})
-    (handler,) = [a for a in actions if isinstance(a, RegisterEventHandler)]
+def test_launch_ends_when_benchmark_node_exits(fake_launch: Path, share: Path, dataset: Path):
+    _, executed = launch({"dataset": str(dataset)})
+    (handler,) = [a for a in executed if isinstance(a, RegisterEventHandler)]
     exit_handler = handler.event_handler
     assert isinstance(exit_handler, OnProcessExit)
     assert exit_handler.kwargs["target_action"].name == "benchmark_node"
@@ -437,17 +553,25 @@ def test_launch_ends_when_benchmark_node_exits(fake_launch: None, share: Path, d
     assert isinstance(emit.kwargs["event"], Shutdown)
 
 
-def test_rviz_starts_only_when_asked_with_the_installed_layout(fake_launch: None, share: Path, dataset: Path):
+@pytest.mark.parametrize("shown", ["true", "True", "yes", "1"])
+def test_rviz_starts_only_when_asked_with_the_installed_layout(fake_launch: Path, share: Path, dataset: Path, shown):
     _, headless = launch({"dataset": str(dataset), "rviz": "false"})
-    assert "rviz2" not in [a.executable for a in headless if isinstance(a, Node)]
-    _, shown = launch({"dataset": str(dataset), "rviz": "true"})
-    (rviz,) = [a for a in shown if isinstance(a, Node) and a.executable == "rviz2"]
-    assert rviz.package == "rviz2" and rviz.arguments == ["-d", str(share / "config" / "ovman.rviz")]
+    assert "rviz2" not in [a.action.executable for a in headless if isinstance(a, Started)]
+    _, watched = launch({"dataset": str(dataset), "rviz": shown, "namespace": "run1"})
+    (rviz,) = [a for a in watched if isinstance(a, Started) and a.action.executable == "rviz2"]
+    assert rviz.action.package == "rviz2" and rviz.arguments == ["-d", str(share / "config" / "ovman.rviz")]
+    assert rviz.namespace == "/run1" and rviz.params_files == []
 
 
-def test_launch_without_a_dataset_names_the_argument(fake_launch: None, share: Path):
-    with pytest.raises(graph.GraphError, match="dataset"):
+def test_launch_without_a_dataset_names_the_argument(fake_launch: Path, share: Path):
+    with pytest.raises(LookupError, match="required argument 'dataset'"):
         launch({})
+
+
+def test_a_bad_argument_stops_the_launch_before_any_node_starts(fake_launch: Path, share: Path, dataset: Path):
+    with pytest.raises(graph.GraphError, match="launch argument seeds"):
+        launch({"dataset": str(dataset), "seeds": "x"})
+    assert not fake_launch.exists() or not list(fake_launch.iterdir())  # no params file either
 
 
 # ---- ovman launch: the process starter -----------------------------------------------------------
@@ -584,6 +708,39 @@ def test_a_main_node_killed_by_a_signal_is_named_with_the_signal_and_the_shells_
     )
     assert code == 137
     assert re.search(r"main \(pid \d+\) was killed by SIGKILL \(exit code 137\)", capsys.readouterr().err)
+
+
+def test_a_graph_that_a_forwarded_sigint_stopped_exits_130_though_its_nodes_exit_0(tmp_path: Path, capsys):
+    import os
+    import signal
+    import threading
+    import time
+
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    # Both stand-ins exit 0 on SIGINT, as every node does when asked to stop.
+    stand_ins(code_dir, waiter="signal.pause()", main="signal.pause()")
+    env = {"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}
+
+    def press_ctrl_c() -> None:
+        deadline = time.monotonic() + 60.0
+        while not all((code_dir / f"{n}.ready").exists() for n in ("waiter", "main")):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)  # to ovman launch, which forwards it
+
+    presser = threading.Thread(target=press_ctrl_c)
+    presser.start()
+    try:
+        code = run_graph(
+            [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+        )
+    finally:
+        presser.join()
+    assert code == 130
+    assert (code_dir / "main.signal").read_text() == "2" and (code_dir / "waiter.signal").read_text() == "2"
+    assert re.search(r"interrupted by SIGINT; main \(pid \d+\) exited with code 0", capsys.readouterr().err)
 
 
 LAUNCHER = """

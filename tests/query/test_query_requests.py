@@ -21,6 +21,7 @@ from ovman_query.query_requests import (
     VisitMap,
     answer_query,
     resolve_category,
+    second_visit_of,
 )
 from ovman_query.surface_forms import category_vocabulary
 
@@ -114,6 +115,14 @@ def test_visit2_only_arms_need_only_the_visit2_map(agent):
 def test_maps_that_cannot_belong_together_are_no_map(agent):
     stale = dataclasses.replace(VISIT2, stamp_ns=50)
     assert "not newer" in ask(agent, visit2=stale, category="Vase", relation="moved").explanation
+    # Named maps pair by name, not by stamp: equal stamps (a clock standing still) are answered,
+    # a visit-2 map of another visit 1 is not.
+    named1 = dataclasses.replace(VISIT1, map_id="m-1", stamp_ns=7)
+    paired = dataclasses.replace(VISIT2, map_id="m-2", follows="m-1", stamp_ns=7)
+    assert ask(agent, visit1=named1, visit2=paired, category="Vase", relation="moved").status is Status.ANSWERED
+    foreign = dataclasses.replace(paired, follows="m-0", stamp_ns=900)
+    outcome = ask(agent, visit1=named1, visit2=foreign, category="Vase", relation="moved")
+    assert outcome.status is Status.NO_MAP and "not the second visit" in outcome.explanation
     other = VisitMap(dataclasses.replace(MAP2, encoder="clip:ViT-B-32"), VISIT2.ids, 200)
     outcome = ask(agent, visit2=other, category="Vase", relation="moved")
     assert outcome.status is Status.NO_MAP and "same encoder" in outcome.explanation
@@ -281,3 +290,18 @@ def test_any_query_request_gets_a_status_and_never_a_non_finite_goal(text, categ
 
 
 FUZZ_AGENT = ReferenceAgent(CONFIG, OneHotEncoder(AXES))
+
+
+def test_a_visit_2_map_is_paired_with_the_visit_1_map_it_follows_whatever_the_stamps():
+    first = dataclasses.replace(VISIT1, map_id="run-1", stamp_ns=500)
+    assert second_visit_of(first, dataclasses.replace(VISIT2, map_id="run-2", follows="run-1", stamp_ns=500))
+    assert second_visit_of(first, dataclasses.replace(VISIT2, map_id="run-2", follows="run-1", stamp_ns=1))
+    # The next group's visit-1 map is newer than the held visit-2 map, which does not follow it.
+    assert not second_visit_of(first, dataclasses.replace(VISIT2, map_id="run-0", follows="run-x", stamp_ns=900))
+    assert not second_visit_of(first, dataclasses.replace(VISIT2, stamp_ns=900))  # says nothing: not paired
+    assert not second_visit_of(VISIT1, dataclasses.replace(VISIT2, follows="run-1"))
+
+
+def test_maps_that_carry_no_ids_are_ordered_by_their_stamps():
+    assert second_visit_of(VISIT1, VISIT2)
+    assert not second_visit_of(VISIT1, dataclasses.replace(VISIT2, stamp_ns=VISIT1.stamp_ns))

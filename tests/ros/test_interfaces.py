@@ -84,6 +84,8 @@ def example_instance(instance_id: int = 7) -> Instance:
 def example_instance_map() -> InstanceMap:
     return InstanceMap(
         header=header(),
+        map_id="1764770000000000000-2",
+        follows="1764770000000000000-1",
         visit=InstanceMap.VISIT_2,
         encoder="clip:ViT-B-32",
         instances=[example_instance(0), example_instance(UINT32_MAX), Instance(id=3, label="chair")],
@@ -351,6 +353,8 @@ FIELDS = {
     },
     InstanceMap: {
         "header": "std_msgs/Header",
+        "map_id": "string",
+        "follows": "string",
         "visit": "uint8",
         "encoder": "string",
         "instances": "sequence<ovman_interfaces/Instance>",

@@ -23,6 +23,7 @@ try:
         BOX_NAMESPACE,
         LABEL_NAMESPACE,
         MapMessageError,
+        MapNames,
         camera_from_pose,
         check_marker_style,
         instance_map_from_msg,
@@ -423,3 +424,14 @@ def test_an_instance_map_with_any_geometry_is_refused_or_finite_and_in_range(fie
         assert "visit-2 map" in str(err)
     else:
         assert map_problem(received, LIMITS.max_coordinate) is None
+
+
+def test_map_names_count_the_maps_and_a_visit_2_map_names_the_latest_visit_1_map():
+    names_ = MapNames(session=77)
+    assert names_.name(2) == ("77-1", "")  # a visit 2 before any visit 1 follows nothing
+    assert names_.name(1) == ("77-2", "")
+    assert names_.name(2) == ("77-3", "77-2")
+    assert names_.name(1) == ("77-4", "")
+    assert names_.name(2) == ("77-5", "77-4")
+    message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP, "77-5", "77-4")
+    assert (message.map_id, message.follows) == ("77-5", "77-4")

@@ -13,6 +13,7 @@ and the label encoder's MiniLM package.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import sys
@@ -488,6 +489,43 @@ def test_mapping_node_starts_with_the_packaged_learned_segmenter(rclpy_context):
         assert node.mapper.segmenter.kind == "learned" and not node.mapper.segmenter.reads_simulator_segments
     finally:
         node.destroy_node()
+
+
+def test_a_change_set_pairs_a_visit_2_map_with_the_visit_1_map_it_follows_not_the_newer_stamp(graph: Graph):
+    """mapping_node names its maps and says which visit-1 map a visit-2 map follows; query_node pairs
+    by that, so equal stamps (a simulated clock standing still) or a next visit-1 map older by stamp
+    change nothing. The original maps are republished at the end."""
+    probe = graph.probe
+    topics = {visit: names.VISIT_MAP.format(visit=visit) for visit in (1, 2)}
+    first, second = (latched(probe, topics[v], InstanceMapMsg) for v in (1, 2))
+    assert first.map_id and second.map_id not in ("", first.map_id) and second.follows == first.map_id
+    sets: list[ChangeSet] = []
+    probe.node.create_subscription(ChangeSet, names.CHANGES, sets.append, LATCHED)
+    probe.spin_until(lambda: sets, "the latched change set", CALL_TIMEOUT_S)
+    original = sets[-1].changes
+    publishers = {v: probe.node.create_publisher(InstanceMapMsg, topics[v], LATCHED) for v in (1, 2)}
+    try:
+        # The next group's visit-1 map, older by stamp than the held visit-2 map (which a pairing by
+        # stamps would take as its second visit), then its own visit 2 (the same objects) at the same stamp.
+        nxt = copy.deepcopy(first)
+        nxt.map_id, nxt.header.stamp.sec = "next-1", second.header.stamp.sec - 1
+        again = copy.deepcopy(first)
+        again.visit, again.map_id, again.follows, again.header.stamp = 2, "next-2", "next-1", nxt.header.stamp
+        count = len(sets)
+        publishers[1].publish(nxt)
+        publishers[2].publish(again)
+        probe.spin_until(lambda: len(sets) > count, "the change set of the next pair", CALL_TIMEOUT_S)
+        assert sets[-1].changes != original
+        assert all(c.kind == InstanceChange.STAYED for c in sets[-1].changes)  # visit 2 = visit 1: nothing changed
+        count = len(sets)
+        publishers[1].publish(first)
+        publishers[2].publish(second)
+        probe.spin_until(
+            lambda: len(sets) > count and sets[-1].changes == original, "the restored pair", CALL_TIMEOUT_S
+        )
+    finally:
+        for publisher in publishers.values():
+            probe.node.destroy_publisher(publisher)
 
 
 def test_a_refused_map_replaces_the_held_one_and_queries_say_why(graph: Graph):

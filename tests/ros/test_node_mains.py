@@ -1,8 +1,10 @@
 """Every node's main (ovman_ros.spinning.run_node): Ctrl-C ends it with exit code 0 and no
-traceback; a bad parameter stops it at start-up with one line and exit code 1."""
+traceback, also when it comes twice as under ``ros2 launch`` (the terminal's SIGINT to the process
+group, then launch's); a bad parameter stops it at start-up with one line and exit code 1."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 
@@ -42,6 +44,8 @@ def test_ctrl_c_ends_a_node_with_exit_code_0_and_no_traceback(module, rclpy_cont
     except AssertionError:
         node.stop()
         raise AssertionError(node.diagnosis()) from None
+    # A terminal's Ctrl-C under ros2 launch: SIGINT to the process group, then launch's own.
+    node.process.send_signal(signal.SIGINT)
     code = node.stop()
     log = node.log_path.read_text(errors="replace")
     assert code == 0, node.diagnosis()

@@ -1,7 +1,8 @@
-"""Nodes end quietly on Ctrl-C or an external shutdown, including rclpy's wait-set race; their
-endpoints warn of incompatible QoS unless turned off (ovman_ros.spinning.GraphNode); a parameter
-override of the wrong type is a ConfigError naming it; the CPU time a node reports as it exits reads
-back from its log."""
+"""Nodes end quietly on Ctrl-C (also given twice, as under ros2 launch, and during their clean-up and
+exit) or an external shutdown, including rclpy's wait-set race; their endpoints warn of
+incompatible QoS unless turned off (ovman_ros.spinning.GraphNode); a parameter override of the
+wrong type is a ConfigError naming it; the CPU time a node reports as it exits reads back from its
+log."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ovman_ros.spinning import (
 )
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
 
 from ovman_core.config import ConfigError, RosConfig, load_config
 
@@ -71,6 +73,22 @@ def test_graph_node_endpoints_warn_of_incompatible_qos_with_one_handler_unless_t
     finally:
         quiet.destroy_node()
         loud.destroy_node()
+
+
+def test_a_node_that_reads_its_parameters_at_start_up_refuses_a_set_saying_why(rclpy_context):
+    node = GraphNode("steady_node", context=rclpy_context)
+    try:
+        node.declare_parameter("task.success_radius", 1.0)
+        node.refuse_parameter_changes("start a new run")
+        (result,) = node.set_parameters([Parameter("task.success_radius", value=2.0)])
+        assert not result.successful
+        assert (
+            result.reason
+            == "steady_node reads its parameters at start-up; start a new run to change task.success_radius"
+        )
+        assert node.get_parameter("task.success_radius").value == 1.0
+    finally:
+        node.destroy_node()
 
 
 def test_a_subscription_that_can_never_hear_its_publisher_says_why(rclpy_context, capfd):
@@ -154,7 +172,6 @@ def test_a_command_line_override_of_the_wrong_type_is_a_config_error(ros_env, ov
 
 
 def test_query_node_refuses_a_wrong_type_or_out_of_range_override_with_a_config_error(rclpy_context):
-    from rclpy.parameter import Parameter
 
     from ovman_query.query_node import QueryNode
 
@@ -191,3 +208,80 @@ def test_cpu_time_reports_keep_each_nodes_last_line_and_ignore_other_text():
     )
     assert cpu_time_reports(log) == {"player": 2.5, "sim_node": 4.0}
     assert cpu_time_reports("no reports here") == {}
+
+
+RUN_NODE_SCRIPT = """
+import sys, time
+from rclpy.node import Node
+from ovman_ros.spinning import run_node
+
+mode = sys.argv[1]
+
+
+class SlowToDestroy(Node):
+    def destroy_node(self):
+        print("cleaning up", flush=True)
+        time.sleep(1.0)  # a second SIGINT arrives meanwhile
+        print("cleaned up", flush=True)
+        super().destroy_node()
+
+
+def make():
+    node = SlowToDestroy("run_node_probe")
+    timer = node.create_timer(0.05, lambda: (print("spinning", flush=True), timer.cancel()))
+    return node
+
+
+def run(node):
+    print("spinning", flush=True)
+    while True:
+        time.sleep(0.01)
+
+
+code = run_node("run_node_probe", make, ["probe"], run=run if mode == "run" else None)
+print(f"returned {code}", flush=True)
+time.sleep(1.0)  # as a large process's finalisation: a late SIGINT arrives meanwhile
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("mode", ["spin", "run"])
+def test_ctrl_c_twice_under_launch_ends_a_node_with_0_and_no_traceback(ros_env, tmp_path, mode):
+    """A terminal's Ctrl-C under ros2 launch: SIGINT to the group, then launch's own, then (a slow
+    clean-up or finalisation) more: the first ends the node, every later one is ignored."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe.py"
+    script.write_text(RUN_NODE_SCRIPT)
+    process = subprocess.Popen(
+        [sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    seen: list[str] = []
+
+    def wait_for(line: str) -> None:
+        for text in process.stdout:
+            seen.append(text)
+            if text.startswith(line):
+                return
+        raise AssertionError(f"no {line!r} in {''.join(seen)}")
+
+    try:
+        wait_for("spinning")
+        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGINT)  # launch forwards the terminal's Ctrl-C at once
+        wait_for("cleaning up")
+        process.send_signal(signal.SIGINT)  # during the node's clean-up
+        wait_for("returned")
+        process.send_signal(signal.SIGINT)  # while the process exits
+        seen += process.stdout.readlines()
+        code = process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    log = "".join(seen)
+    assert code == 0, log
+    assert "returned 0" in log and "cleaned up" in log and "run_node_probe: process CPU" in log, log
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log

@@ -221,17 +221,46 @@ def instance_msg(instance: Instance, wire_id: int, frame_stamps_ns: Sequence[int
 
 
 def instance_map_msg(
-    instance_map: InstanceMap, frame_stamps_ns: Sequence[int], frame_id: str, stamp: Time
+    instance_map: InstanceMap,
+    frame_stamps_ns: Sequence[int],
+    frame_id: str,
+    stamp: Time,
+    map_id: str = "",
+    follows: str = "",
 ) -> InstanceMapMsg:
-    """The InstanceMap message of a core map; wire ids are the instances' indices."""
+    """The InstanceMap message of a core map; wire ids are the instances' indices. ``map_id`` names
+    the map and ``follows`` (a visit-2 map) the visit-1 map it is the second visit of (:class:`MapNames`)."""
     if instance_map.visit not in (InstanceMapMsg.VISIT_1, InstanceMapMsg.VISIT_2):
         raise MapMessageError(f"InstanceMap.visit must be 1 or 2, got {instance_map.visit}")
     return InstanceMapMsg(
         header=Header(stamp=stamp, frame_id=frame_id),
+        map_id=map_id,
+        follows=follows,
         visit=instance_map.visit,
         encoder=instance_map.encoder,
         instances=[instance_msg(i, n, frame_stamps_ns) for n, i in enumerate(instance_map.instances)],
     )
+
+
+class MapNames:
+    """Names for a mapper's maps (InstanceMap ``map_id``, ``follows``): ``<session>-<n>``, n counting
+    the maps named; a visit-2 map follows the latest visit-1 map named before it ("" when none).
+    ``session`` tells this mapper's maps from those of an earlier run of it (mapping_node: its start
+    time on the wall clock, ns)."""
+
+    def __init__(self, session: int) -> None:
+        self.session = session
+        self.count = 0
+        self.visit1 = ""
+
+    def name(self, visit: int) -> tuple[str, str]:
+        """(map_id, follows) of the next map, of ``visit``."""
+        self.count += 1
+        map_id = f"{self.session}-{self.count}"
+        if visit == InstanceMapMsg.VISIT_1:
+            self.visit1 = map_id
+            return map_id, ""
+        return map_id, self.visit1
 
 
 def _ns(time: Time) -> int:

@@ -22,11 +22,13 @@ subscribed to, and in every mode a frame's step is its stamp divided by ``node.s
 world step never reaches the mapping). While no visit is open, bundles are counted and dropped before they
 are synchronised or decoded (a robot's camera keeps publishing between visits).
 
-Visits (ovman_interfaces/srv/MapVisit): ``~/start_visit`` opens visit 1 or 2 (call it before the
-visit's frames are published); ``~/finish_visit`` waits until the visit holds ``expected_frames``
+Visits (ovman_interfaces/srv/MapVisit): ``mapping/start_visit`` opens visit 1 or 2 (call it before the
+visit's frames are published); ``mapping/finish_visit`` waits until the visit holds ``expected_frames``
 bundles, builds its map and publishes, latched (transient local):
 
-- ``ovman/map/visit<n>``: ovman_interfaces/InstanceMap (``map`` frame, REP 103);
+- ``ovman/map/visit<n>``: ovman_interfaces/InstanceMap (``map`` frame, REP 103; stamped on the
+  node's clock, ``/clock`` under use_sim_time; named, a visit-2 map naming the visit-1 map it
+  follows: :class:`ovman_mapping.map_messages.MapNames`);
 - ``ovman/map/visit<n>/markers``: visualization_msgs/MarkerArray, DELETEALL first, then a box
   (namespace ``visit<n>/boxes``) and a label (``visit<n>/labels``) per instance, marker id =
   instance id.
@@ -45,15 +47,14 @@ dotted name (e.g. ``encoder.kind``, ``node.start_visit``), read at start-up; the
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from ovman_ros.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.parameter import Parameter
 from rclpy.task import Future
 from visualization_msgs.msg import MarkerArray
 
@@ -68,6 +69,7 @@ from ovman_mapping.encoders import FeatureEncoder, make_encoder
 from ovman_mapping.instances import map_problem
 from ovman_mapping.map_messages import (
     MapMessageError,
+    MapNames,
     check_marker_style,
     instance_map_msg,
     map_markers,
@@ -133,6 +135,7 @@ class MappingNode(GraphNode):
         self.rejected = 0
         self.outside_visit = 0
         self._finishing: tuple[int, Future[bool]] | None = None
+        self.map_names = MapNames(time.time_ns())  # this run's maps, told from an earlier run's
         """The bundle count a running finish_visit waits for, and its future (True: reached)."""
         frames_qos = qos.frames(settings.qos_depth, keep_all=settings.qos_keep_all)
         if self.camera_input == bundle.CAMERA_BUNDLE_OUTPUT:
@@ -160,14 +163,8 @@ class MappingNode(GraphNode):
 
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
         updated = config_from_parameters(self, config, [(NODE_NAME, "")])
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.refuse_parameter_changes()
         return updated
-
-    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
-        changed = ", ".join(p.name for p in parameters)
-        return SetParametersResult(
-            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {changed}"
-        )
 
     # ---------------------------------------------------------------- frames
 
@@ -282,7 +279,8 @@ class MappingNode(GraphNode):
             problem = map_problem(instance_map, self.config.shared.limits.max_coordinate)
             if problem is not None:
                 raise MapMessageError(f"visit {visit} was closed but its map is not published: {problem}")
-            message = instance_map_msg(instance_map, stamps, self.config.frames.map, self.get_clock().now().to_msg())
+            now = self.get_clock().now().to_msg()
+            message = instance_map_msg(instance_map, stamps, self.config.frames.map, now, *self.map_names.name(visit))
         except (VisitError, MapMessageError) as err:
             response.success, response.message = False, str(err)
             self.get_logger().error(response.message)

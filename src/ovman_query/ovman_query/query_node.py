@@ -11,7 +11,8 @@ A thin node around :func:`ovman_query.query_requests.answer_query`:
   the arm; the status is always set (ANSWERED, ABSTAINED, PARSE_FAILED, NO_MAP, INVALID_REQUEST);
 - publishes, latched, ``ovman/answer/markers`` (visualization_msgs/MarkerArray: DELETEALL, then
   the answer disc and text when answered) after every query, and ``ovman/changes``
-  (ovman_interfaces/ChangeSet) whenever a new pair of maps (visit 2 newer than visit 1) is held.
+  (ovman_interfaces/ChangeSet) whenever it holds a new pair of maps: a visit-2 map and the visit-1
+  map it follows (:func:`ovman_query.query_requests.second_visit_of`).
 
 Parameters: every key of ``ovman_core.config.node_parameters(config, "query_node")``, plus the
 ``encoder.*`` keys of mapping_node (queries must be embedded with the encoder that built the
@@ -26,8 +27,6 @@ from typing import Any
 
 from ovman_ros.messages import stamp_of
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
-from rcl_interfaces.msg import SetParametersResult
-from rclpy.parameter import Parameter
 from visualization_msgs.msg import MarkerArray
 
 from ovman_core.config import OvmanConfig, load_config
@@ -45,7 +44,7 @@ from ovman_query.query_messages import (
     request_from_msg,
     response_msg,
 )
-from ovman_query.query_requests import CachingAgent, HeldMap, RejectedMap, VisitMap, answer_query
+from ovman_query.query_requests import CachingAgent, HeldMap, RejectedMap, VisitMap, answer_query, second_visit_of
 from ovman_ros import names, qos
 
 NODE_NAME = "query_node"
@@ -80,14 +79,8 @@ class QueryNode(GraphNode):
 
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
         updated = config_from_parameters(self, config, [(NODE_NAME, ""), (ENCODER_NODE, ENCODER_PREFIX)])
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.refuse_parameter_changes()
         return updated
-
-    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
-        changed = ", ".join(p.name for p in parameters)
-        return SetParametersResult(
-            successful=False, reason=f"{NODE_NAME} reads its parameters at start-up; restart it to change {changed}"
-        )
 
     # ---------------------------------------------------------------- maps
 
@@ -101,13 +94,13 @@ class QueryNode(GraphNode):
             self.maps[visit] = RejectedMap(f"{topic}: {err}")
             self.get_logger().error(f"{topic}: refused a map; queries needing visit {visit} get NO_MAP: {err}")
             return
-        self.maps[visit] = VisitMap(instance_map, ids, stamp_of(message.header))
+        self.maps[visit] = VisitMap(instance_map, ids, stamp_of(message.header), message.map_id, message.follows)
         self.get_logger().info(f"{topic}: {len(instance_map)} instances ({instance_map.encoder})")
         self._publish_changes()
 
     def _publish_changes(self) -> None:
         first, second = self.maps[1], self.maps[2]
-        if not (isinstance(first, VisitMap) and isinstance(second, VisitMap)) or second.stamp_ns <= first.stamp_ns:
+        if not (isinstance(first, VisitMap) and isinstance(second, VisitMap) and second_visit_of(first, second)):
             return
         map1, map2 = first.instance_map, second.instance_map
         try:

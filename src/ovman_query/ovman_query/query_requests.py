@@ -9,8 +9,8 @@
 2. free text parses (:class:`ovman_query.parser.QueryParser`: a relation and a noun phrase can
    be read) → else ``PARSE_FAILED``;
 3. the maps the arm needs are there (the latest one received for each visit was not refused, see
-   :class:`RejectedMap`), were built with the agent's encoder, and the visit-2 map is newer than
-   the visit-1 map (so both belong to one episode) → else ``NO_MAP``;
+   :class:`RejectedMap`), were built with the agent's encoder, and the visit-2 map is the second
+   visit of the visit-1 map (:func:`second_visit_of`: so both belong to one episode) → else ``NO_MAP``;
 4. every excluded id is an instance of the visit-2 map → else ``INVALID_REQUEST``;
 
 then runs the arm: ``ANSWERED`` with a point, or ``ABSTAINED`` (also when nothing in the maps
@@ -75,12 +75,23 @@ class QueryRequest:
 
 @dataclasses.dataclass(frozen=True)
 class VisitMap:
-    """One visit's map as the query side holds it: the core map, the wire id of each uid, and
-    when it was produced (ns; orders the two visits' maps)."""
+    """One visit's map as the query side holds it: the core map, the wire id of each uid, when it
+    was produced (ns), and its ``map_id`` and the ``follows`` of a visit-2 map (InstanceMap.msg)."""
 
     instance_map: InstanceMap
     ids: Mapping[str, int]
     stamp_ns: int
+    map_id: str = ""
+    follows: str = ""
+
+
+def second_visit_of(first: VisitMap, second: VisitMap) -> bool:
+    """Whether ``second`` (a visit-2 map) is the second visit of ``first`` (a visit-1 map), so that
+    their change set means something: it names ``first`` as the map it follows, or, when neither
+    map carries ids (a producer that does not say), it is the newer by stamp."""
+    if first.map_id or second.follows:
+        return bool(first.map_id) and second.follows == first.map_id
+    return second.stamp_ns > first.stamp_ns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,8 +185,11 @@ def _map_problem(agent: ReferenceAgent, visit1: HeldMap, visit2: HeldMap, arm: A
                 f"with {agent.encoder_description!r}: run mapping_node and query_node with the same encoder.* config"
             )
     both = isinstance(visit1, VisitMap) and isinstance(visit2, VisitMap)
-    if arm in TWO_MAP_ARMS and both and visit2.stamp_ns <= visit1.stamp_ns:  # type: ignore[union-attr]
-        return "the visit-2 map is not newer than the visit-1 map: visit 2 of this episode has not been mapped yet"
+    if arm in TWO_MAP_ARMS and both and not second_visit_of(visit1, visit2):  # type: ignore[arg-type]
+        return (
+            "the visit-2 map is not the second visit of the visit-1 map (it names another, or is not newer): "
+            "visit 2 of this episode has not been mapped yet"
+        )
     return None
 
 

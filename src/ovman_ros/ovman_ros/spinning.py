@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import rclpy
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.exceptions import InvalidParameterTypeException, ParameterException
@@ -57,6 +57,17 @@ class GraphNode(Node):
 
     qos_event_warnings = True
     """Set it (from ``ros.qos_event_warnings``) before creating endpoints; those created before keep theirs."""
+
+    def refuse_parameter_changes(self, instead: str = "restart it") -> None:
+        """Keep the parameter services (list, get, describe, dump) and refuse every set, with the
+        reason: this node reads its parameters once, at start-up (``instead``: what to do instead)."""
+
+        def refuse(parameters: list[Parameter]) -> SetParametersResult:
+            changed = ", ".join(p.name for p in parameters)
+            reason = f"{self.get_name()} reads its parameters at start-up; {instead} to change {changed}"
+            return SetParametersResult(successful=False, reason=reason)
+
+        self.add_on_set_parameters_callback(refuse)
 
     def _incompatible_qos(self, topic: str, other: str) -> Callable[[Any], None]:
         def warn(event: Any) -> None:
@@ -182,8 +193,19 @@ def spin_until_shutdown(executor: Executor) -> None:
             raise
 
 
-INTERRUPTED = 130
-"""Exit status of a run cut short by Ctrl-C (128 + SIGINT), for nodes that run to an end."""
+class _FirstInterrupt:
+    """Python's SIGINT handler while a node runs: the first SIGINT raises KeyboardInterrupt (as
+    Python's default does), every later one is ignored, so that a second SIGINT cannot cut the
+    node's clean-up short with a traceback. rclpy's own handler runs before it on every SIGINT
+    (it shuts the context down and wakes the executor)."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if not self.received:
+            self.received = True
+            raise KeyboardInterrupt
 
 
 def run_node(
@@ -195,15 +217,27 @@ def run_node(
     cannot_start: int = 1,
     run: Callable[[Any], int] | None = None,
 ) -> int:
-    """Every OVMAN node's main: init rclpy with ``args`` (None: ``sys.argv``), make the node, then
-    spin it on one thread until Ctrl-C or an external shutdown (exit status 0), or, given ``run``,
-    return ``run(node)`` (:data:`INTERRUPTED` when Ctrl-C ends it).
+    """Every OVMAN node's main (its process's): init rclpy with ``args`` (None: ``sys.argv``),
+    make the node, then spin it on one thread until Ctrl-C or an external shutdown, or, given
+    ``run``, return ``run(node)``. Ctrl-C (SIGINT) or SIGTERM ends either with exit status 0, as
+    ``ros2 launch`` expects of a node it stops: a run that it cuts short leaves its partial
+    results for a resume, and the command that was interrupted says so with its own status
+    (``ovman launch`` exits with 130).
 
     A node that cannot start (one of ``startup_errors``: a bad config file or parameter, a scene
     that fails to load) prints ``<name>: cannot start: <why>`` with no traceback and returns
     ``cannot_start``. However it ends, the node is destroyed and its process's CPU time reported
-    (:func:`report_cpu_time`), with a second Ctrl-C ignored meanwhile so that no traceback cuts the
-    clean-up short (rclpy's handler has shut the context down already)."""
+    (:func:`report_cpu_time`). Signals: a terminal's Ctrl-C under ``ros2 launch`` reaches a node
+    twice (the terminal signals the whole process group, then launch forwards its own SIGINT).
+    The first SIGINT ends the node; every later one is ignored, then and for the rest of the
+    process (from the clean-up on, SIGINT stays ignored: the process is exiting, and Python would
+    otherwise restore the default action while it finalises, so a late SIGINT would kill it
+    with -2). SIGTERM keeps rclpy's handler (an external shutdown) until rclpy is shut down, then
+    its default action, so launch's escalation still ends a node stuck in its clean-up."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        # Before rclpy.init: rclpy's handler chains to the Python handler it finds installed.
+        signal.signal(signal.SIGINT, _FirstInterrupt())
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node = None
     try:
@@ -219,18 +253,14 @@ def run_node(
         spin_until_shutdown(executor)
         return 0
     except (KeyboardInterrupt, ExternalShutdownException):
-        return INTERRUPTED if run is not None else 0
+        return 0
     finally:
-        main_thread = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
-        try:
-            report_cpu_time(name if node is None else node.get_name())
-            if node is not None:
-                node.destroy_node()
-            rclpy.try_shutdown()
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+        if main_thread:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        report_cpu_time(name if node is None else node.get_name())
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
 
 
 CPU_REPORT = "{name}: process CPU {user:.2f} s user + {system:.2f} s system"

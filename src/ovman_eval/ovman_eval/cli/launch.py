@@ -13,7 +13,9 @@ set (:func:`ovman_eval.graph.description.node_environment`). benchmark_node's ou
 the other nodes' to ``<log dir>/<node>.log``. SIGINT and SIGTERM are forwarded to every node. When benchmark_node
 exits, the other nodes get SIGINT (then SIGTERM, then SIGKILL, ``benchmark_node.node.shutdown_timeout_s``
 apart) and the command exits with benchmark_node's code (a node killed by a signal is named with
-the signal); if another node dies first, the graph is stopped, its log is shown, and the command
+the signal), or, when a forwarded SIGINT or SIGTERM stopped it (a node ends with 0 when asked to
+stop), with 128 + that signal (130 for Ctrl-C: the run was cut short, and the same command
+resumes it); if another node dies first, the graph is stopped, its log is shown, and the command
 exits with 1.
 
 No orphans: on Linux every node gets SIGTERM when the launcher dies, even by SIGKILL
@@ -115,8 +117,11 @@ class RunningGraph:
 
     ``echo``: names of the nodes whose output goes to this process's stdout/stderr instead of a log
     file; ``env``: the environment of every node (default: this process's), to which
-    ``$OVMAN_CONFIG`` is added.
+    ``$OVMAN_CONFIG`` is added. ``interrupted``: the first signal forwarded to the nodes
+    (:func:`forwarded_signals`), None while none was.
     """
+
+    interrupted: int | None = None
 
     def __init__(
         self,
@@ -181,9 +186,11 @@ class RunningGraph:
         """A node other than the main one that has exited (the graph cannot finish without it)."""
         return next((n for n in self.nodes if n is not self.main and n.process.poll() is not None), None)
 
-    def wait(self) -> int:
+    def wait(self) -> int | None:
         """Wait until the main node exits (its code, named on stderr unless 0) or another node dies
-        (1, after printing its log)."""
+        (1, after printing its log). Once the nodes were asked to stop (``interrupted``), the others
+        may exit first; then None if the main node has not exited ``shutdown_timeout_s`` later."""
+        interrupted_at: float | None = None
         while True:
             try:
                 code = self.main.process.wait(timeout=POLL_PERIOD_S)
@@ -193,6 +200,11 @@ class RunningGraph:
                 if code != 0:
                     print(f"ovman launch: {self.main.describe()}", file=sys.stderr)
                 return code
+            if self.interrupted is not None:
+                interrupted_at = time.monotonic() if interrupted_at is None else interrupted_at
+                if time.monotonic() - interrupted_at > self.shutdown_timeout_s:
+                    return None
+                continue
             failed = self.failed_node()
             if failed is not None:
                 print(
@@ -261,6 +273,8 @@ def forwarded_signals(graph: RunningGraph) -> Iterator[None]:
     """While inside, SIGINT and SIGTERM received by this process go to every node instead."""
 
     def forward(signum: int, frame: FrameType | None) -> None:
+        if graph.interrupted is None:
+            graph.interrupted = signum
         graph.signal_all(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -280,13 +294,22 @@ def run_graph(
     env: Mapping[str, str] | None = None,
     shutdown_timeout_s: float = 10.0,
 ) -> int:
-    """Start the graph, wait for its main node, stop the rest; the main node's exit code (see the module docstring)."""
+    """Start the graph, wait for its main node, stop the rest; the main node's exit code, or 128 + the
+    signal that interrupted the graph (see the module docstring)."""
     graph = RunningGraph(nodes, config_path, log_dir, echo=echo, env=env, shutdown_timeout_s=shutdown_timeout_s)
     try:
         with forwarded_signals(graph):
             code = graph.wait()
     finally:
         graph.stop()
+    if code is None:  # interrupted, and the main node outlived its shutdown timeout: stop() ended it
+        code = graph.main.process.returncode
+        print(f"ovman launch: {graph.main.describe()}", file=sys.stderr)
+    if code == 0 and graph.interrupted is not None:
+        # The main node stopped cleanly because it was asked to: the run is not complete.
+        name = signal.Signals(graph.interrupted).name
+        print(f"ovman launch: interrupted by {name}; {graph.main.describe()}", file=sys.stderr)
+        return 128 + graph.interrupted
     return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
 
 

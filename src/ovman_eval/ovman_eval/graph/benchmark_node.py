@@ -44,7 +44,9 @@ the callbacks of the replies and messages it waits for run on, in the one execut
 Scores come from the in-process runner's own functions (:mod:`ovman_eval.graph.run`), and the
 results from :class:`ovman_eval.graph.run.GraphRun` in the runner's layout (``results.jsonl``
 etc., resumable). The node exits when the run is finished: code 0, 1 when the graph failed
-(a service missing or failing, a timeout), 2 for bad parameters, 130 when interrupted.
+(a service missing or failing, a timeout), 2 for bad parameters, and 0 when Ctrl-C or launch's
+shutdown stops it (as every node; the partial results stay for a resume, and ``ovman launch``
+itself exits 130).
 
 Parameters: every key of ``ovman_core.config.node_parameters(config, "benchmark_node")``
 (``benchmark.arms``, ``benchmark.seeds``, ``node.*`` timeouts...) and the run inputs
@@ -82,7 +84,7 @@ from ovman_ros.bundle import (
 )
 from ovman_ros.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
-from rcl_interfaces.msg import ParameterType, SetParametersResult
+from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
@@ -232,7 +234,7 @@ class BenchmarkNode(GraphNode):
         # dump) while the run spins the node, and refuse changes.
         super().__init__(NODE_NAME, **kwargs)
         self.config, self.run_inputs = self._declare_parameters(config if config is not None else load_config())
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.refuse_parameter_changes("start a new run")
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         self.waits = self.config.benchmark_node.node
         self._step_ns = round(self.config.mapping_node.node.step_dt * 1e9)
@@ -313,13 +315,6 @@ class BenchmarkNode(GraphNode):
     def _declare_parameters(self, config: OvmanConfig) -> tuple[OvmanConfig, dict[str, Any]]:
         updated = config_from_parameters(self, config, [(NODE_NAME, "")], RUN_PARAMETERS)
         return updated, {name: self.get_parameter(name).value for name in RUN_PARAMETERS}
-
-    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
-        changed = ", ".join(p.name for p in parameters)
-        return SetParametersResult(
-            successful=False,
-            reason=f"{NODE_NAME} reads its parameters at start-up; start a new run to change {changed}",
-        )
 
     # ---------------------------------------------------------------- callbacks
 
@@ -906,7 +901,7 @@ class BenchmarkNode(GraphNode):
 
 def main(args: Sequence[str] | None = None) -> int:
     """Console script ``benchmark_node``: run the benchmark through the graph, then exit with its
-    code (2 when it cannot start, 130 when interrupted: the partial results stay for a resume)."""
+    code (2 when it cannot start; 0 when Ctrl-C stops it: the partial results stay for a resume)."""
     return run_node(NODE_NAME, BenchmarkNode, args, cannot_start=2, run=lambda node: node.run())
 
 

@@ -81,16 +81,14 @@ RUN_DATASET = "run.dataset"
 RUN_OUTPUT = "run.output"
 RUN_DIR = "run.run_dir"
 RUN_STATIC_ONLY = "run.static_only"
+"""benchmark_node's run inputs: not constants of the configuration, so not in config/ovman.yaml."""
 USE_SIM_TIME = "use_sim_time"
 """rclpy's own parameter: the node's clock follows the ``clock`` topic (``/clock`` remapped to it)."""
-SIM_TIME_NODES = (SIM_NODE, PLAYER_NODE, QUERY_NODE, NAV_NODE, BENCHMARK_NODE)
-"""The nodes given the launch argument ``use_sim_time``. Not mapping_node: it maps recorded tours,
-played at their recorded stamps (which restart with each recording), while sim_node's clock stands
-still through a static run, and query_node tells a visit's map from an older one by its stamp (the
-visit-2 map must be newer than the visit-1 map), so mapping_node stamps its maps when it makes
-them, on the system clock. On a robot every node may run on one simulated clock."""
-
-"""benchmark_node's run inputs: not constants of the configuration, so not in config/ovman.yaml."""
+SIM_TIME_NODES = (SIM_NODE, PLAYER_NODE, MAPPING_NODE, QUERY_NODE, NAV_NODE, BENCHMARK_NODE)
+"""The nodes given the launch argument ``use_sim_time``: all of them, so every output is stamped in
+the ``clock`` time base (sim_node's). sim_node's clock stands still through a static run, so two
+visit maps may carry the same stamp: query_node pairs a visit-2 map with the visit-1 map it names
+(InstanceMap ``follows``), not by stamps."""
 
 
 class GraphError(ValueError):
@@ -146,7 +144,7 @@ class BenchmarkOptions:
     namespace: str = ""
     """The graph's namespace, absolute ("" or "/robot1"); every node's names resolve under it."""
     use_sim_time: bool = True
-    """``use_sim_time`` of every node but mapping_node (see :data:`SIM_TIME_NODES`)."""
+    """``use_sim_time`` of every node (:data:`SIM_TIME_NODES`)."""
 
     def __post_init__(self) -> None:
         if not self.dataset:
@@ -248,6 +246,48 @@ class NodeSpec:
         return {self.full_name: {"ros__parameters": nested}}
 
 
+@dataclasses.dataclass(frozen=True)
+class NodeTemplate:
+    """A node of the benchmark graph as far as it is known before the launch arguments: what
+    ``benchmark.launch.py`` declares as a static Node action (``--print-description`` lists it).
+    :func:`benchmark_graph` makes a :class:`NodeSpec` of each, with its parameters and namespace."""
+
+    name: str
+    package: str
+    executable: str
+    module: str | None
+    remappings: tuple[tuple[str, str], ...] = ()
+    subnamespace: str = ""
+    """Relative, under the graph's namespace ("" = the graph's own)."""
+    ends_graph: bool = False
+
+    def namespace(self, graph_namespace: str) -> str:
+        """The node's absolute namespace in a graph under ``graph_namespace`` ("" or "/run1")."""
+        return f"{graph_namespace}/{self.subnamespace}" if self.subnamespace else graph_namespace
+
+
+# The conventionally absolute /clock, /tf and /tf_static resolve in each node's namespace.
+_BASE = names.NAMESPACED_REMAPPINGS
+BENCHMARK_NODES: tuple[NodeTemplate, ...] = (
+    NodeTemplate(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", _BASE),
+    NodeTemplate(
+        PLAYER_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", _BASE, subnamespace=names.PLAYER_NAMESPACE
+    ),
+    NodeTemplate(
+        MAPPING_NODE,
+        "ovman_mapping",
+        "mapping_node",
+        "ovman_mapping.mapping_node",
+        (*_BASE, (names.CAMERA_BUNDLE, f"{names.PLAYER_NAMESPACE}/{names.CAMERA_BUNDLE}")),
+    ),
+    NodeTemplate(QUERY_NODE, "ovman_query", "query_node", "ovman_query.query_node", _BASE),
+    NodeTemplate(NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _BASE),
+    NodeTemplate(BENCHMARK_NODE, PACKAGE, "benchmark_node", "ovman_eval.graph.benchmark_node", _BASE, ends_graph=True),
+)
+"""The six nodes of the benchmark graph, in start order (see the module docstring); the player
+runs sim_node's program with sim_node's parameters, mapping_node maps the player's camera."""
+
+
 def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
     """Parameters a ROS params file and ``launch_ros`` can carry: scalars, non-empty uniform lists."""
     out: dict[str, ParameterValue] = {}
@@ -308,53 +348,20 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
     by_node = {SIM_NODE: sim, MAPPING_NODE: mapping, QUERY_NODE: query, NAV_NODE: nav, BENCHMARK_NODE: bench}
     for name in SIM_TIME_NODES:
         by_node.get(name, sim)[USE_SIM_TIME] = options.use_sim_time  # the player runs with sim_node's parameters
-    sim_parameters = _checked(SIM_NODE, sim)
-    space = options.namespace
-    # The conventionally absolute /clock, /tf and /tf_static resolve in each node's namespace.
-    base = names.NAMESPACED_REMAPPINGS
-    played_bundle = f"{names.PLAYER_NAMESPACE}/{names.CAMERA_BUNDLE}"
-    return (
-        NodeSpec(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", sim_parameters, base, namespace=space),
+    checked = {name: _checked(name, params) for name, params in by_node.items()}
+    checked[PLAYER_NODE] = checked[SIM_NODE]  # the player plays the recordings of sim_node's world
+    return tuple(
         NodeSpec(
-            PLAYER_NODE,
-            "ovman_sim",
-            "sim_node",
-            "ovman_sim.sim_node",
-            sim_parameters,
-            base,
-            namespace=f"{space}/{names.PLAYER_NAMESPACE}",
-        ),
-        NodeSpec(
-            MAPPING_NODE,
-            "ovman_mapping",
-            "mapping_node",
-            "ovman_mapping.mapping_node",
-            _checked(MAPPING_NODE, mapping),
-            remappings=(*base, (names.CAMERA_BUNDLE, played_bundle)),
-            namespace=space,
-        ),
-        NodeSpec(
-            QUERY_NODE,
-            "ovman_query",
-            "query_node",
-            "ovman_query.query_node",
-            _checked(QUERY_NODE, query),
-            base,
-            namespace=space,
-        ),
-        NodeSpec(
-            NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _checked(NAV_NODE, nav), base, namespace=space
-        ),
-        NodeSpec(
-            BENCHMARK_NODE,
-            PACKAGE,
-            "benchmark_node",
-            "ovman_eval.graph.benchmark_node",
-            _checked(BENCHMARK_NODE, bench),
-            base,
-            ends_graph=True,
-            namespace=space,
-        ),
+            t.name,
+            t.package,
+            t.executable,
+            t.module,
+            checked[t.name],
+            t.remappings,
+            ends_graph=t.ends_graph,
+            namespace=t.namespace(options.namespace),
+        )
+        for t in BENCHMARK_NODES
     )
 
 
@@ -420,11 +427,13 @@ def share_path(share_directory: Path | str, relative: str) -> Path:
 
 __all__ = [
     "BENCHMARK_NODE",
+    "BENCHMARK_NODES",
     "LAUNCH_ARGUMENTS",
     "BenchmarkOptions",
     "GraphError",
     "LaunchArgument",
     "NodeSpec",
+    "NodeTemplate",
     "benchmark_graph",
     "config_for_dataset",
     "node_environment",
