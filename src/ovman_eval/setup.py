@@ -23,6 +23,6 @@ setup(
     description="OVMAN evaluation: task semantics, episode generation and certification, benchmark, statistics, reports, the ovman CLI and launch files.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": ["ovman = ovman_eval.cli.main:main", "benchmark_node = ovman_eval.graph.benchmark_node:main"]
+        "console_scripts": ["ovman = ovman_eval.cli.main:main", "benchmark_node = ovman_ros.node_main:console_script"]
     },
 )

@@ -19,5 +19,5 @@ setup(
     maintainer_email="ovman@example.org",
     description="OVMAN per-visit 3D instance maps from RGB-D, masks and pose; feature encoders; mapping_node.",
     license="Apache-2.0",
-    entry_points={"console_scripts": ["mapping_node = ovman_mapping.mapping_node:main"]},
+    entry_points={"console_scripts": ["mapping_node = ovman_ros.node_main:console_script"]},
 )

@@ -18,5 +18,5 @@ setup(
     maintainer_email="ovman@example.org",
     description="OVMAN navigation: occupancy grid, A*, collision-sweep blocking, executor; nav_node action server and OvmanCommander client.",
     license="Apache-2.0",
-    entry_points={"console_scripts": ["nav_node = ovman_nav.nav_node:main"]},
+    entry_points={"console_scripts": ["nav_node = ovman_ros.node_main:console_script"]},
 )

@@ -19,5 +19,5 @@ setup(
     maintainer_email="ovman@example.org",
     description="OVMAN query: parser, grounding, cross-visit association, decision rules, arms; query_node serving /ovman/query.",
     license="Apache-2.0",
-    entry_points={"console_scripts": ["query_node = ovman_query.query_node:main"]},
+    entry_points={"console_scripts": ["query_node = ovman_ros.node_main:console_script"]},
 )

@@ -18,5 +18,5 @@ setup(
     maintainer_email="ovman@example.org",
     description="OVMAN simulation layer: embedded procedural homes, AI2-THOR adapter, tours, changes, mover, MCAP recordings, sim_node.",
     license="Apache-2.0",
-    entry_points={"console_scripts": ["sim_node = ovman_sim.sim_node:main"]},
+    entry_points={"console_scripts": ["sim_node = ovman_ros.node_main:console_script"]},
 )

@@ -25,6 +25,7 @@ from ovman_core.config import CONFIG_ENV, load_config, node_parameters, to_docum
 from ovman_core.relations import Relation
 from ovman_eval.cli.launch import RunningGraph, node_command, nodes_environment, run_graph
 from ovman_eval.graph import description as graph
+from ovman_ros import node_main
 
 from .generation_setup import generate, request, small_config
 
@@ -70,8 +71,10 @@ def test_the_graph_is_six_nodes_each_a_module_with_its_console_script(dataset: P
     assert [n.name for n in nodes if n.ends_graph] == ["benchmark_node"]
     for node in nodes:
         assert importlib.util.find_spec(node.module) is not None, node.module
+        # Every console script starts through ovman_ros.node_main (Ctrl-C is clean while the node loads).
         setup = (REPO / "src" / node.package / "setup.py").read_text()
-        assert f"{node.executable} = {node.module}:main" in setup, (node.package, node.executable)
+        assert f"{node.executable} = ovman_ros.node_main:console_script" in setup, (node.package, node.executable)
+        assert node_main.NODE_MODULES[node.executable] == node.module
 
 
 def test_the_graph_is_its_static_templates_with_parameters_and_the_graphs_namespace(dataset: Path):
@@ -584,6 +587,7 @@ def test_each_python_node_runs_as_a_module_with_its_name_remappings_and_the_para
         assert command == [
             "py",
             "-m",
+            "ovman_ros.node_main",
             spec.module,
             "--ros-args",
             "-r",
@@ -597,23 +601,25 @@ def test_each_python_node_runs_as_a_module_with_its_name_remappings_and_the_para
 
 STAND_IN = """
 import pathlib, signal, sys
+HERE = pathlib.Path(__file__)
 def on_signal(signum, frame):
-    pathlib.Path(sys.argv[0]).with_suffix(".signal").write_text(str(signum))
+    HERE.with_suffix(".signal").write_text(str(signum))
     sys.exit(0)
-signal.signal(signal.SIGINT, on_signal)
-pathlib.Path(sys.argv[0]).with_suffix(".ready").write_text("")
+def main():
+    signal.signal(signal.SIGINT, on_signal)
+    HERE.with_suffix(".ready").write_text("")
 {body}
 """
+"""A stand-in node: a module with a main(), as ovman_ros.node_main runs it; ``body`` is main's rest."""
 
 
-WAIT_FOR_WAITER = (
-    "import time\nwhile not pathlib.Path(sys.argv[0]).with_name('waiter.ready').exists():\n    time.sleep(0.01)\n"
-)
+WAIT_FOR_WAITER = "import time\nwhile not HERE.with_name('waiter.ready').exists():\n    time.sleep(0.01)\n"
 
 
 def stand_ins(directory: Path, **bodies: str) -> None:
     for name, body in bodies.items():
-        (directory / f"{name}.py").write_text(STAND_IN.format(body=body))
+        indented = "\n".join("    " + line for line in body.splitlines())
+        (directory / f"{name}.py").write_text(STAND_IN.format(body=indented))
 
 
 def spec(name: str, ends: bool = False) -> graph.NodeSpec:
@@ -762,7 +768,7 @@ def test_a_sigkilled_launcher_leaves_no_orphan_nodes(tmp_path: Path):
 
     code_dir = tmp_path / "code"
     code_dir.mkdir()
-    pid_body = "import os\npathlib.Path(sys.argv[0]).with_suffix('.pid').write_text(str(os.getpid()))\nsignal.pause()"
+    pid_body = "import os\nHERE.with_suffix('.pid').write_text(str(os.getpid()))\nsignal.pause()"
     stand_ins(code_dir, waiter=pid_body, main=pid_body)
     launcher = tmp_path / "launcher.py"
     launcher.write_text(LAUNCHER.format())

@@ -1,9 +1,11 @@
-"""Every node's main (ovman_ros.spinning.run_node): Ctrl-C ends it with exit code 0 and no
-traceback, also when it comes twice as under ``ros2 launch`` (the terminal's SIGINT to the process
-group, then launch's); a bad parameter stops it at start-up with one line and exit code 1."""
+"""Every node's main (ovman_ros.spinning.run_node), started as ``ovman launch`` starts it (through
+ovman_ros.node_main): Ctrl-C ends it with exit code 0 and no traceback, also when it comes twice as
+under ``ros2 launch`` (the terminal's SIGINT to the process group, then launch's) and while the
+node still loads; a bad parameter stops it at start-up with one line and exit code 1."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -38,7 +40,7 @@ def _wait_for_node(name: str, context, timeout: float) -> None:
 @pytest.mark.parametrize("module", NODES)
 def test_ctrl_c_ends_a_node_with_exit_code_0_and_no_traceback(module, rclpy_context, tmp_path):
     name = module.rsplit(".", 1)[1]
-    node = NodeProcess([sys.executable, "-m", module], tmp_path / f"{name}.log", name)
+    node = NodeProcess([sys.executable, "-m", "ovman_ros.node_main", module], tmp_path / f"{name}.log", name)
     try:
         _wait_for_node(name, rclpy_context, UP_TIMEOUT_S)
     except AssertionError:
@@ -51,6 +53,43 @@ def test_ctrl_c_ends_a_node_with_exit_code_0_and_no_traceback(module, rclpy_cont
     assert code == 0, node.diagnosis()
     assert "Traceback" not in log, log
     assert f"{name}: process CPU" in log
+
+
+SLOW_NODE = """
+import pathlib, sys, time
+pathlib.Path(sys.argv[1]).write_text("loading")
+time.sleep(60)  # a node's imports (rclpy, numpy, torch...) take seconds
+
+
+def main():
+    raise AssertionError("a Ctrl-C while loading ends the process before main")
+"""
+
+
+def test_ctrl_c_while_a_node_still_loads_ends_it_with_exit_code_0_and_no_traceback(tmp_path, monkeypatch):
+    (tmp_path / "slow_node.py").write_text(SLOW_NODE)
+    marker = tmp_path / "loading"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    args = [sys.executable, "-m", "ovman_ros.node_main", "slow_node", str(marker)]
+    node = NodeProcess(args, tmp_path / "slow.log", "slow_node")
+    deadline = time.monotonic() + UP_TIMEOUT_S
+    while not marker.exists():
+        assert node.process.poll() is None and time.monotonic() < deadline, node.diagnosis()
+        time.sleep(0.05)
+    node.process.send_signal(signal.SIGINT)
+    node.process.send_signal(signal.SIGINT)  # launch's, after the terminal's
+    code = node.stop()
+    log = node.log_path.read_text(errors="replace")
+    assert code == 0, node.diagnosis()
+    assert "Traceback" not in log, log
+
+
+def test_a_console_script_of_no_known_node_says_which_nodes_there_are(monkeypatch, capsys):
+    from ovman_ros import node_main
+
+    monkeypatch.setattr(sys, "argv", ["/opt/ws/lib/ovman_sim/simnode"])
+    assert node_main.console_script() == 2
+    assert "simnode: not an OVMAN node; the nodes are sim_node, mapping_node" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("module", NODES)

@@ -48,6 +48,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_policy_name_from_kind
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters, parameter_value, with_parameters
+from ovman_ros.node_main import install_first_interrupt
 
 
 class GraphNode(Node):
@@ -193,21 +194,6 @@ def spin_until_shutdown(executor: Executor) -> None:
             raise
 
 
-class _FirstInterrupt:
-    """Python's SIGINT handler while a node runs: the first SIGINT raises KeyboardInterrupt (as
-    Python's default does), every later one is ignored, so that a second SIGINT cannot cut the
-    node's clean-up short with a traceback. rclpy's own handler runs before it on every SIGINT
-    (it shuts the context down and wakes the executor)."""
-
-    def __init__(self) -> None:
-        self.received = False
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        if not self.received:
-            self.received = True
-            raise KeyboardInterrupt
-
-
 def run_node(
     name: str,
     make_node: Callable[[], Node],
@@ -229,15 +215,16 @@ def run_node(
     ``cannot_start``. However it ends, the node is destroyed and its process's CPU time reported
     (:func:`report_cpu_time`). Signals: a terminal's Ctrl-C under ``ros2 launch`` reaches a node
     twice (the terminal signals the whole process group, then launch forwards its own SIGINT).
-    The first SIGINT ends the node; every later one is ignored, then and for the rest of the
+    The first SIGINT ends the node; every later one is ignored
+    (:class:`ovman_ros.node_main.FirstInterrupt`), then and for the rest of the
     process (from the clean-up on, SIGINT stays ignored: the process is exiting, and Python would
     otherwise restore the default action while it finalises, so a late SIGINT would kill it
     with -2). SIGTERM keeps rclpy's handler (an external shutdown) until rclpy is shut down, then
     its default action, so launch's escalation still ends a node stuck in its clean-up."""
     main_thread = threading.current_thread() is threading.main_thread()
-    if main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        # Before rclpy.init: rclpy's handler chains to the Python handler it finds installed.
-        signal.signal(signal.SIGINT, _FirstInterrupt())
+    # Before rclpy.init: rclpy's handler chains to the Python handler it finds installed (already
+    # this one when the process started through ovman_ros.node_main, as every node does).
+    install_first_interrupt()
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node = None
     try:

@@ -71,14 +71,17 @@ PR_SET_PDEATHSIG = 1
 
 
 def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable) -> list[str]:
-    """The command line that starts ``spec``: ``python -m`` for Python nodes, the program itself otherwise."""
+    """The command line that starts ``spec``: ``python -m ovman_ros.node_main MODULE`` for Python
+    nodes (:mod:`ovman_ros.node_main`), the program itself otherwise."""
     if spec.module is None:
         program = shutil.which(spec.executable)
         if program is None:
             raise GraphError(f"{spec.executable} is not installed (not on PATH); it is needed for node {spec.name}")
         command = [program, *spec.arguments, "--ros-args"]
     else:
-        command = [python, "-m", spec.module, *spec.arguments, "--ros-args", "-r", f"__node:={spec.name}"]
+        # Through ovman_ros.node_main: a Ctrl-C while the node still imports its modules ends it cleanly.
+        command = [python, "-m", "ovman_ros.node_main", spec.module, *spec.arguments]
+        command += ["--ros-args", "-r", f"__node:={spec.name}"]
     if spec.namespace:
         command += ["-r", f"__ns:={spec.namespace}"]
     for source, target in spec.remappings:

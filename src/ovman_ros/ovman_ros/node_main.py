@@ -1,0 +1,91 @@
+"""A node process's first code: Ctrl-C ends it cleanly from its first instant, while it still loads.
+
+A node imports for seconds (rclpy, numpy, torch...) before its main runs. A Ctrl-C then (the
+terminal's, or ``ros2 launch`` stopping the graph early) would end the process with a
+KeyboardInterrupt traceback and exit status -2. So every OVMAN node starts here, before its module
+is imported: :func:`start` puts :class:`FirstInterrupt` in place of Python's SIGINT handler (the
+first SIGINT ends the node with status 0, every later one is ignored; the node's main,
+:func:`ovman_ros.spinning.run_node`, keeps it), then imports the node's module and runs its
+``main``.
+
+- ``python -m ovman_ros.node_main MODULE [ARGS...]``: how ``ovman launch`` starts a Python node.
+- The nodes' console scripts (``sim_node``, ``mapping_node``... in each package's setup.py, which
+  ``ros2 launch`` runs) are all :func:`console_script`, which finds the node's module in
+  :data:`NODE_MODULES` by the name it was started as.
+
+Only the standard library is imported here, so nothing slow runs before the handler is in place.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+NODE_MODULES = {
+    "sim_node": "ovman_sim.sim_node",
+    "mapping_node": "ovman_mapping.mapping_node",
+    "query_node": "ovman_query.query_node",
+    "nav_node": "ovman_nav.nav_node",
+    "benchmark_node": "ovman_eval.graph.benchmark_node",
+}
+"""Console script name -> the module whose ``main()`` it runs (names only: nothing is imported
+until a node starts)."""
+
+
+class FirstInterrupt:
+    """A SIGINT handler: the first SIGINT raises KeyboardInterrupt (as Python's default does), every
+    later one is ignored, so that a second SIGINT (``ros2 launch`` forwards its own after the
+    terminal's) cannot cut a node's loading or clean-up short with a traceback. rclpy's handler,
+    once rclpy is initialised, runs before it on every SIGINT (it shuts the context down)."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if not self.received:
+            self.received = True
+            raise KeyboardInterrupt
+
+
+def install_first_interrupt() -> None:
+    """:class:`FirstInterrupt` as the SIGINT handler, in the main thread and only in place of
+    Python's default handler (a handler set by the caller, e.g. a test runner's, is kept)."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, FirstInterrupt())
+
+
+def start(module: str) -> int:
+    """Run ``module``'s ``main()`` with :class:`FirstInterrupt` in place first; its exit status, or
+    0 when Ctrl-C ends the process before the node's main takes over."""
+    install_first_interrupt()
+    try:
+        return importlib.import_module(module).main()
+    except KeyboardInterrupt:
+        return 0
+
+
+def console_script() -> int:
+    """A node's console script: the node named by the executable's own name (:data:`NODE_MODULES`)."""
+    name = Path(sys.argv[0]).name
+    if name not in NODE_MODULES:
+        print(f"{name}: not an OVMAN node; the nodes are {', '.join(NODE_MODULES)}", file=sys.stderr)
+        return 2
+    return start(NODE_MODULES[name])
+
+
+def main() -> int:
+    """``python -m ovman_ros.node_main MODULE [ARGS...]``: ``MODULE``'s main with ``ARGS`` as its arguments."""
+    if len(sys.argv) < 2:
+        print("usage: python -m ovman_ros.node_main MODULE [ARGS...]", file=sys.stderr)
+        return 2
+    module = sys.argv.pop(1)
+    return start(module)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
