@@ -637,7 +637,9 @@ def test_the_graph_exits_with_the_main_nodes_code_and_the_others_get_sigint(tmp_
     )
     env = {"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}
     code = run_graph(
-        [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+        RunningGraph(
+            [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+        )
     )
     assert code == 3
     assert (code_dir / "waiter.signal").read_text() == "2"  # SIGINT, a clean stop
@@ -651,7 +653,9 @@ def test_a_node_dying_first_stops_the_graph_with_code_1_and_shows_its_log(tmp_pa
     stand_ins(code_dir, crasher="print('crasher: out of cheese'); sys.exit(7)", main="signal.pause()")
     env = {"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}
     code = run_graph(
-        [spec("crasher"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+        RunningGraph(
+            [spec("crasher"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+        )
     )
     assert code == 1
     err = capsys.readouterr().err
@@ -710,7 +714,9 @@ def test_a_main_node_killed_by_a_signal_is_named_with_the_signal_and_the_shells_
     stand_ins(code_dir, waiter="signal.pause()", main=WAIT_FOR_WAITER + "import os\nos.kill(os.getpid(), 9)")
     env = {"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}
     code = run_graph(
-        [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+        RunningGraph(
+            [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+        )
     )
     assert code == 137
     assert re.search(r"main \(pid \d+\) was killed by SIGKILL \(exit code 137\)", capsys.readouterr().err)
@@ -740,7 +746,9 @@ def test_a_graph_that_a_forwarded_sigint_stopped_exits_130_though_its_nodes_exit
     presser.start()
     try:
         code = run_graph(
-            [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+            RunningGraph(
+                [spec("waiter"), spec("main", ends=True)], REPO / "config" / "ovman.yaml", tmp_path / "logs", env=env
+            )
         )
     finally:
         presser.join()
@@ -753,10 +761,10 @@ LAUNCHER = """
 import sys
 from pathlib import Path
 from ovman_eval.graph import description as graph
-from ovman_eval.cli.launch import run_graph
+from ovman_eval.cli.launch import RunningGraph, run_graph
 code_dir, logs, config = map(Path, sys.argv[1:4])
 nodes = [graph.NodeSpec(n, "pkg", n, n, {{"x": 1}}, ends_graph=n == "main") for n in ("waiter", "main")]
-run_graph(nodes, config, logs, env={{"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}})
+run_graph(RunningGraph(nodes, config, logs, env={{"PYTHONPATH": str(code_dir), "PATH": "/usr/bin:/bin"}}))
 """
 
 

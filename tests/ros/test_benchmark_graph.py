@@ -28,7 +28,7 @@ from ovman_core.config import OvmanConfig, load_config, to_document
 from ovman_core.relations import Relation
 from ovman_eval.benchmark.request import BenchmarkRequest, parse_arms
 from ovman_eval.benchmark.runner import run_benchmark
-from ovman_eval.cli.launch import run_graph
+from ovman_eval.cli.launch import RunningGraph, run_graph
 from ovman_eval.generation.dataset import generate_dataset
 from ovman_eval.generation.plan import GenerationRequest
 from ovman_eval.graph.description import BenchmarkOptions, benchmark_graph, config_for_dataset
@@ -113,7 +113,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         # Five processes on a small machine: one math thread each keeps them from thrashing.
         env.setenv("OMP_NUM_THREADS", "1")
         env.delenv("ROS_STATIC_PEERS", raising=False)
-        code = run_graph(nodes, config_path, log_dir, shutdown_timeout_s=config.benchmark_node.node.shutdown_timeout_s)
+        timeout_s = config.benchmark_node.node.shutdown_timeout_s
+        code = run_graph(RunningGraph(nodes, config_path, log_dir, shutdown_timeout_s=timeout_s))
     if code != 0:
         logs = "\n".join(
             f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(log_dir.glob("*.log"))

@@ -288,18 +288,9 @@ def forwarded_signals(graph: RunningGraph) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run_graph(
-    nodes: Sequence[NodeSpec],
-    config_path: Path,
-    log_dir: Path,
-    *,
-    echo: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    shutdown_timeout_s: float = 10.0,
-) -> int:
-    """Start the graph, wait for its main node, stop the rest; the main node's exit code, or 128 + the
-    signal that interrupted the graph (see the module docstring)."""
-    graph = RunningGraph(nodes, config_path, log_dir, echo=echo, env=env, shutdown_timeout_s=shutdown_timeout_s)
+def run_graph(graph: RunningGraph) -> int:
+    """Wait for the started ``graph``'s main node, then stop the rest; the main node's exit code, or
+    128 + the signal that interrupted the graph (see the module docstring)."""
     try:
         with forwarded_signals(graph):
             code = graph.wait()
@@ -399,14 +390,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"ovman launch: node logs and parameters in {log_dir}", file=sys.stderr)
     main_node = next(n.name for n in nodes if n.ends_graph)
     try:
-        return run_graph(
-            nodes,
-            config_path,
-            log_dir,
-            echo=(main_node,),
-            env=environment,
-            shutdown_timeout_s=base.benchmark_node.node.shutdown_timeout_s,
+        timeout_s = base.benchmark_node.node.shutdown_timeout_s
+        graph = RunningGraph(
+            nodes, config_path, log_dir, echo=(main_node,), env=environment, shutdown_timeout_s=timeout_s
         )
+        return run_graph(graph)
     except GraphError as err:
         print(f"ovman launch: {err}", file=sys.stderr)
         return 2
