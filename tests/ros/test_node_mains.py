@@ -92,6 +92,17 @@ def test_a_console_script_of_no_known_node_says_which_nodes_there_are(monkeypatc
     assert "simnode: not an OVMAN node; the nodes are sim_node, mapping_node" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("module", "why"),
+    [("ovman_sim.no_such_node", "no such module"), ("ovman_sim.world", "not a node module (it has no main())")],
+)
+def test_a_module_that_is_not_a_node_is_named_in_one_line(module, why, tmp_path):
+    node = NodeProcess([sys.executable, "-m", "ovman_ros.node_main", module], tmp_path / "bad.log", "bad")
+    code = node.process.wait(timeout=UP_TIMEOUT_S)
+    log = node.log_path.read_text(errors="replace")
+    assert code == 2 and f"{module}: {why}" in log and "Traceback" not in log, log
+
+
 @pytest.mark.parametrize("module", NODES)
 def test_a_bad_parameter_stops_a_node_at_start_up_with_one_line(module, ros_env, tmp_path):
     name = module.rsplit(".", 1)[1]

@@ -61,10 +61,22 @@ def install_first_interrupt() -> None:
 
 def start(module: str) -> int:
     """Run ``module``'s ``main()`` with :class:`FirstInterrupt` in place first; its exit status, or
-    0 when Ctrl-C ends the process before the node's main takes over."""
+    0 when Ctrl-C ends the process before the node's main takes over, or 2 (one line on stderr)
+    when ``module`` does not exist or has no ``main()``."""
     install_first_interrupt()
     try:
-        return importlib.import_module(module).main()
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name is None or not module.startswith(err.name):
+                raise  # a module the node itself imports is missing: its own traceback says which
+            print(f"{module}: no such module (expected a node module such as ovman_sim.sim_node)", file=sys.stderr)
+            return 2
+        node_main = getattr(loaded, "main", None)
+        if not callable(node_main):
+            print(f"{module}: not a node module (it has no main())", file=sys.stderr)
+            return 2
+        return node_main()
     except KeyboardInterrupt:
         return 0
 
