@@ -34,7 +34,7 @@ from ovman_eval.benchmark.map_entry import CACHE_FORMAT, GroupMaps, GroupTruth
 from ovman_eval.benchmark.request import TIMING_KEYS, dataset_hash
 from ovman_eval.generation.dataset import read_episodes
 from ovman_eval.runs.array_bundle import MAGIC, pack_bundle
-from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
+from ovman_mapping.instances import CrossVisitEvidence, Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_query.association import Association, MatchedPair
 
 from .generation_setup import one_scene_dataset, small_config
@@ -145,11 +145,15 @@ def every_field_set() -> GroupMaps:
         group_id="moved-0001",
         encoder="test",
         map1=map1,
-        map2=InstanceMap(visit=2, instances=(), encoder="test"),
+        map2=InstanceMap(
+            visit=2, instances=(), encoder="test", prior=CrossVisitEvidence(frozenset({"v1:1"}), frozenset())
+        ),
         truth=truth,
         diagnostics={"visit1": {"aec": 0.1, "n": 3, "ok": True, "none": None, "list": [1, 2.5, "x"]}},
         phrases={"the mug": np.array([1.0, 2.0]), "a cup": np.array([3.0, 4.0])},
-        association=Association((MatchedPair("v1:0", "v2:0", 2, 0.5, 0.25, 1.0 / 3.0, 0.1),), ("v1:1",), ()),
+        association=Association(
+            (MatchedPair("v1:0", "v2:0", 2, 0.5, 0.25, 1.0 / 3.0, 0.1),), ("v1:1",), (), unconfirmed=("v1:2",)
+        ),
         shares={1: {"v1:0": {"Mug": 0.75, "": 0.25}, "v1:1": {}}, 2: {}},
     )
 
@@ -186,8 +190,8 @@ def test_the_codec_stores_every_field():
         "Instance": {"uid", "position", "box", "points", "feature", "colour", "labels", "sightings", "moving"}
         | {"motion_evidence"},
     }
-    others = (InstanceMap, MapSnapshot, Sighting, Association, MatchedPair, ObjectState, Box3)
-    assert [len(dataclasses.fields(cls)) for cls in others] == [6, 3, 4, 3, 7, 5, 2]
+    others = (InstanceMap, MapSnapshot, Sighting, Association, MatchedPair, ObjectState, Box3, CrossVisitEvidence)
+    assert [len(dataclasses.fields(cls)) for cls in others] == [7, 3, 4, 4, 7, 5, 2, 2]
 
 
 def test_diagnostics_that_json_would_change_are_refused_when_written(entry, tmp_path):

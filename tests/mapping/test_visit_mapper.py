@@ -3,7 +3,8 @@
 import pytest
 
 from ovman_core.config import load_config
-from ovman_mapping.fusion import build_map
+from ovman_mapping.fusion import build_map, build_visits
+from ovman_mapping.segmenter import with_segmenter
 from ovman_mapping.visit_mapper import VisitError, VisitMapper
 
 from .scenes import OneHotEncoder, look_around, on_floor, tour
@@ -51,3 +52,30 @@ def test_visit_requests_that_do_not_fit_the_state_are_refused(mapper):
     mapper.add(FRAMES[0], 5)
     with pytest.raises(VisitError, match="stamps must increase"):
         mapper.add(FRAMES[1], 5)
+
+
+def test_a_visit_2_is_mapped_against_the_kept_visit_1_and_names_what_changed():
+    # Between the visits the vase is removed and a box appears; the chair stays.
+    box = on_floor("Box_1", "Box", -3.0, -3.0, colour=(30, 30, 200))
+    second = tour([SCENE[1], box], look_around(0.0, 0.0), first_step=100)
+    encoder = OneHotEncoder(["Vase", "Chair", "Box"])
+    config = with_segmenter(CONFIG, "simulator")  # labels that name the test's boxes
+    mapper = VisitMapper(config, encoder)
+    mapper.start(1)
+    for n, observation in enumerate(FRAMES):
+        mapper.add(observation, 1 + n)
+    map1, _ = mapper.finish(1)
+    assert map1.prior is None and mapper.prior is not None and mapper.prior.map is map1
+    mapper.start(2)
+    for n, observation in enumerate(second):
+        mapper.add(observation, 100 + n)
+    map2, _ = mapper.finish(2)
+    by_label1 = {i.label: i.uid for i in map1}
+    by_label2 = {i.label: i.uid for i in map2}
+    assert map2.prior is not None
+    assert map2.prior.gone == {by_label1["Vase"]} and map2.prior.new == {by_label2["Box"]}
+    reference = build_visits(FRAMES, second, config, encoder)[1]
+    assert reference.prior == map2.prior and [i.position for i in reference] == [i.position for i in map2]
+    # A new visit 1 drops the kept one: a visit 2 with nothing before it carries no evidence.
+    mapper.start(1)
+    assert mapper.prior is None

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ovman_core.config import load_config
+from ovman_mapping.instances import CrossVisitEvidence
 from ovman_query.association import (
     STAGE_RELOCATED,
     STAGE_STAYED,
@@ -76,3 +77,46 @@ def test_empty_maps_give_an_empty_change_set_and_mismatched_encoders_raise():
     odd = instance_map(2, dataclasses.replace(instance("b", "Vase", 0, 0), feature=np.ones(3) / np.sqrt(3)))
     with pytest.raises(AssociationError, match="different encoders"):
         associate(instance_map(1, instance("a", "Vase", 0, 0)), odd, CONFIG)
+
+
+def _seen(v2, gone=(), new=()):
+    """``v2`` carrying cross-visit evidence: ``gone`` visit-1 uids, ``new`` visit-2 uids."""
+    return dataclasses.replace(v2, prior=CrossVisitEvidence(frozenset(gone), frozenset(new)))
+
+
+def test_with_cross_visit_evidence_only_seen_changes_are_claimed():
+    # Vase b moved (its place seen empty in visit 2, its new place seen empty in visit 1); chair c
+    # is unmatched but visit 2 saw its place occupied (a spurious instance): unconfirmed, not removed;
+    # box d appeared where visit 1 saw nothing; box e is unmatched and was never looked at.
+    v1 = instance_map(
+        1, instance("a", "Vase", 0, 0, hue=1), instance("b", "Vase", 3, 0, hue=2), instance("c", "Chair", 0, 5)
+    )
+    v2 = instance_map(
+        2,
+        instance("a2", "Vase", 0.05, 0, hue=1),
+        instance("b2", "Vase", 3, 4, hue=2),
+        instance("d", "Box", -3, 0),
+        instance("e", "Box", -6, 0),
+    )
+    result = associate(v1, _seen(v2, gone={"b"}, new={"b2", "d"}), CONFIG)
+    assert {(p.uid1, p.uid2, p.stage) for p in result.pairs} == {
+        ("a", "a2", STAGE_STAYED),
+        ("b", "b2", STAGE_RELOCATED),
+    }
+    assert result.removed == () and result.appeared == ("d",) and result.unconfirmed == ("c", "e")
+    # The evidence is ignored when the config says so, and absent evidence changes nothing.
+    ignored = associate(v1, _seen(v2), dataclasses.replace(CONFIG, require_seen_change=False))
+    assert ignored == associate(v1, v2, CONFIG)
+    assert ignored.removed == ("c",) and ignored.appeared == ("d", "e") and ignored.unconfirmed == ()
+
+
+def test_a_place_seen_empty_did_not_stay_and_a_relocation_needs_both_places_seen():
+    # a's place was seen empty in visit 2 although a lookalike a2 stands 0.1 m away: a left and a2
+    # arrived (visit 1 saw a2's place empty) -- a short move, not a stay.
+    v1 = instance_map(1, instance("a", "Vase", 0, 0, hue=1))
+    v2 = instance_map(2, instance("a2", "Vase", 0.1, 0, hue=1))
+    both = associate(v1, _seen(v2, gone={"a"}, new={"a2"}), CONFIG)
+    assert [(p.uid1, p.uid2, p.stage) for p in both.pairs] == [("a", "a2", STAGE_RELOCATED)]
+    # Only a's place seen empty: a was removed; a2 is unconfirmed (visit 1 did not see its place empty).
+    one = associate(v1, _seen(v2, gone={"a"}), CONFIG)
+    assert one.pairs == () and one.removed == ("a",) and one.appeared == () and one.unconfirmed == ("a2",)

@@ -89,6 +89,9 @@ def example_instance_map() -> InstanceMap:
         visit=InstanceMap.VISIT_2,
         encoder="clip:ViT-B-32",
         instances=[example_instance(0), example_instance(UINT32_MAX), Instance(id=3, label="chair")],
+        cross_visit=True,
+        gone_ids=[0, 7, UINT32_MAX],
+        new_ids=[3],
     )
 
 
@@ -358,6 +361,9 @@ FIELDS = {
         "visit": "uint8",
         "encoder": "string",
         "instances": "sequence<ovman_interfaces/Instance>",
+        "cross_visit": "boolean",
+        "gone_ids": "sequence<uint32>",
+        "new_ids": "sequence<uint32>",
     },
     InstanceChange: {
         "kind": "uint8",

@@ -47,7 +47,14 @@ from ovman_core.config import ConfigError, load_config
 from ovman_core.frames import thor_to_ros_point
 from ovman_core.observation import Observation
 from ovman_core.world_state import AgentPose, WorldState
-from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision, map_problem
+from ovman_mapping.instances import (
+    CrossVisitEvidence,
+    Instance,
+    InstanceMap,
+    Sighting,
+    at_wire_precision,
+    map_problem,
+)
 from ovman_query.change_set import Change, ChangeKind
 from ovman_query.query_requests import QueryOutcome, Status
 from ovman_ros import bundle
@@ -435,3 +442,28 @@ def test_map_names_count_the_maps_and_a_visit_2_map_names_the_latest_visit_1_map
     assert names_.name(2) == ("77-5", "77-4")
     message = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP, "77-5", "77-4")
     assert (message.map_id, message.follows) == ("77-5", "77-4")
+
+
+def test_cross_visit_evidence_round_trips_by_wire_id_and_inconsistent_evidence_is_refused():
+    evidence = CrossVisitEvidence(gone=frozenset({"v1:4", "v1:12"}), new=frozenset({"v2:1"}))
+    message = instance_map_msg(dataclasses.replace(MAP, prior=evidence), FRAME_STAMPS, FRAMES.map, STAMP)
+    assert message.cross_visit and list(message.gone_ids) == [4, 12] and list(message.new_ids) == [1]
+    back, _ = instance_map_from_msg(message, LIMITS)
+    assert back.prior == evidence
+    plain = instance_map_msg(MAP, FRAME_STAMPS, FRAMES.map, STAMP)
+    assert not plain.cross_visit and instance_map_from_msg(plain, LIMITS)[0].prior is None
+    unknown = instance_map_msg(dataclasses.replace(MAP, prior=evidence), FRAME_STAMPS, FRAMES.map, STAMP)
+    unknown.new_ids = [7]
+    with pytest.raises(MapMessageError, match=r"new_ids names \[7\]"):
+        instance_map_from_msg(unknown, LIMITS)
+    plain.gone_ids = [3]
+    with pytest.raises(MapMessageError, match="cross_visit is false"):
+        instance_map_from_msg(plain, LIMITS)
+    first = instance_map_msg(dataclasses.replace(MAP, visit=1), FRAME_STAMPS, FRAMES.map, STAMP)
+    first.cross_visit = True
+    with pytest.raises(MapMessageError, match="visit-2 map only"):
+        instance_map_from_msg(first, LIMITS)
+    with pytest.raises(MapMessageError, match="not an instance of a visit-1 map"):
+        instance_map_msg(
+            dataclasses.replace(MAP, prior=CrossVisitEvidence(gone=frozenset({"x"}))), FRAME_STAMPS, "map", STAMP
+        )

@@ -46,6 +46,7 @@ from ovman_core.frames import thor_to_ros_point
 from ovman_core.relations import Relation
 from ovman_eval.benchmark.map_cache import mapper_input
 from ovman_eval.benchmark.request import segmented_by
+from ovman_mapping.fusion import build_visits
 from ovman_mapping.instances import InstanceMap
 from ovman_query.agent import ReferenceAgent, query_of
 from ovman_query.arms import category_only, single_visit
@@ -239,9 +240,10 @@ def graph(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             # While the nodes start: the recordings, and the reference agent's maps of them.
             recordings, frames = record_episode(directory)
             agent = ReferenceAgent(CONFIG)
-            maps = tuple(
-                agent.build_map((mapper_input(f, blind=False) for f in read_visit(recordings[v])), v + 1)
-                for v in (0, 1)
+            maps = build_visits(
+                *((mapper_input(f, blind=False) for f in read_visit(recordings[v])) for v in (0, 1)),
+                CONFIG.mapping_node,
+                agent.encoder,
             )
             episode = Episode(recordings, frames, agent, maps)  # type: ignore[arg-type]
 
@@ -331,6 +333,13 @@ def test_finish_visit_fuses_every_played_frame_into_a_map_like_the_in_process_on
             assert item.label == instance.label
             assert (item.centroid.x, item.centroid.y, item.centroid.z) == thor_to_ros_point(instance.position)
             assert item.num_observations == len(instance.sightings) and item.moving == instance.moving
+        # The visit-2 map was made with the visit-1 map at hand: it says which places changed.
+        evidence = reference.prior
+        assert message.cross_visit == (visit == 2) == (evidence is not None)
+        if evidence is not None:
+            assert evidence.gone and evidence.new, "the episode's vase moved: its two places were seen"
+            assert {f"v1:{i}" for i in message.gone_ids} == evidence.gone
+            assert {f"v2:{i}" for i in message.new_ids} == evidence.new
 
 
 def test_map_markers_arrive_latched_with_deleteall_first_and_stable_ids(graph: Graph):

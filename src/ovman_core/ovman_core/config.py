@@ -356,6 +356,8 @@ class MappingParams:
     vacancy_min_points: Count
     vacancy_check_points: Count
     vacancy_min_pixels: CountOrZero
+    cross_visit_empty_fraction: Annotated[Fraction, AtLeast("cross_visit_occupied_fraction", strict=True)]
+    cross_visit_occupied_fraction: Fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -455,6 +457,7 @@ class AssociationConfig:
     relocation_max_dissimilarity: NonNegative
     stay_max_dissimilarity: NonNegative
     colour_weight: Fraction
+    require_seen_change: bool
 
 
 @dataclasses.dataclass(frozen=True)

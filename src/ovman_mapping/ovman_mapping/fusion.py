@@ -24,7 +24,10 @@ After the last frame:
 3. a vacated fragment is linked to the earliest later fragment with matching features that has
    arrived or was itself vacated: one track of a moving object, whose geometry is that of its
    latest fragment. The motion attribute marks tracks whose sightings lie at least
-   ``mapping.motion_distance`` apart and vacated instances with no continuation (seen gone).
+   ``mapping.motion_distance`` apart and vacated instances with no continuation (seen gone);
+4. for a second visit mapped with the first at hand (``prior``), the cross-visit free-space
+   evidence (:mod:`ovman_mapping.cross_visit`): which first-visit places this visit saw empty, and
+   which of this visit's places the first visit did.
 
 The instance features (encoder space) are computed once, after fusion, from the label
 distributions and the best views.
@@ -50,6 +53,7 @@ from ovman_core.camera import Intrinsics
 from ovman_core.config import MappingConfig
 from ovman_core.frames import optical_axes_thor
 from ovman_mapping.backprojection import SegmentObservation, segment_frame, voxel_codes
+from ovman_mapping.cross_visit import DepthView, PriorVisit, check_points, cross_visit_evidence, project
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, padded_crop
 from ovman_mapping.instances import (
     Instance,
@@ -82,6 +86,12 @@ class _Frame:
     intrinsics: Intrinsics
     camera_position: np.ndarray
     axes: np.ndarray
+
+    @property
+    def view(self) -> DepthView:
+        """The frame as cross-visit evidence reads it (its depth must exist)."""
+        assert self.depth is not None
+        return DepthView(self.step, self.depth, self.intrinsics, self.camera_position, self.axes)
 
 
 @dataclasses.dataclass
@@ -158,7 +168,12 @@ class MapBuilder:
     """Builds the instance map of one visit, one frame at a time (see the module docstring)."""
 
     def __init__(
-        self, config: MappingConfig, encoder: FeatureEncoder, visit: int, segmenter: Segmenter | None = None
+        self,
+        config: MappingConfig,
+        encoder: FeatureEncoder,
+        visit: int,
+        segmenter: Segmenter | None = None,
+        prior: PriorVisit | None = None,
     ) -> None:
         self.params = config.mapping
         self.encoder_config = config.encoder
@@ -167,6 +182,7 @@ class MapBuilder:
             segmenter if segmenter is not None else make_segmenter(config.segmenter, encoder=config.encoder)
         )
         self.visit = visit
+        self.prior = prior
         self._frames: list[_Frame] = []
         self._tracks: list[_Track] = []
         self._history: list[MapSnapshot] = []
@@ -310,7 +326,7 @@ class MapBuilder:
                 target = aliases[target]
             if target in final:
                 resolved[uid] = final[target]
-        return InstanceMap(
+        built = InstanceMap(
             visit=self.visit,
             instances=tuple(instances),
             encoder=self.encoder.description,
@@ -318,6 +334,14 @@ class MapBuilder:
             history=tuple(self._history),
             aliases=resolved,
         )
+        if self.prior is None:
+            return built
+        return dataclasses.replace(built, prior=cross_visit_evidence(self.prior, built, self.views(), self.params))
+
+    def views(self) -> tuple[DepthView, ...]:
+        """The fused frames that carry depth, as cross-visit evidence reads them (what a
+        :class:`PriorVisit` keeps of this visit: no colour, no segments)."""
+        return tuple(frame.view for frame in self._frames if frame.depth is not None)
 
     def _merge_fragments(self, tracks: list[_Track], aliases: dict[str, str]) -> list[_Track]:
         """Merge pairs that never shared a frame and pass the segment-to-instance test."""
@@ -353,13 +377,6 @@ class MapBuilder:
             del tracks[j]
         return tracks
 
-    def _check_points(self, track: _Track) -> np.ndarray:
-        points = np.concatenate([s.points for s in track.sightings])
-        k = self.params.vacancy_check_points
-        if len(points) > k:
-            points = points[np.linspace(0, len(points) - 1, k).round().astype(int)]
-        return points
-
     def _free_space_evidence(self, tracks: list[_Track]) -> tuple[dict[str, int], dict[str, int]]:
         """Per track uid: the first step after its last sighting at which its place was seen empty
         (vacated), and the last step before its first sighting at which it was (arrived)."""
@@ -368,7 +385,7 @@ class MapBuilder:
         arrived: dict[str, int] = {}
         if not tracks:
             return vacated, arrived
-        clouds = [self._check_points(t) for t in tracks]
+        clouds = [check_points(np.concatenate([s.points for s in t.sightings]), p.vacancy_check_points) for t in tracks]
         points = np.concatenate(clouds)
         owner = np.repeat(np.arange(len(tracks)), [len(c) for c in clouds])
         # Projected area (px, times z²/(fx·fy)) of each instance: the largest face of its box.
@@ -382,18 +399,10 @@ class MapBuilder:
             if frame.depth is None:
                 continue
             k = frame.intrinsics
-            optical = (points - frame.camera_position) @ frame.axes
-            z = optical[:, 2]
-            in_front = (z > 0.0) & (z <= p.max_depth)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                u = np.rint(k.fx * optical[:, 0] / z + k.cx)
-                v = np.rint(k.fy * optical[:, 1] / z + k.cy)
-            inside = in_front & (u >= 0) & (u < k.width) & (v >= 0) & (v < k.height)
+            seen = project(points, frame.view, p.max_depth)
+            inside, z, observed, rows, cols = seen.inside, seen.z, seen.observed, seen.rows, seen.cols
             if not inside.any():
                 continue
-            rows, cols = v[inside].astype(int), u[inside].astype(int)
-            observed = np.full(len(points), np.nan)
-            observed[inside] = frame.depth[rows, cols]
             # The label the segmenter gave each pixel (-1: no segment or another label).
             seen_label = np.full(len(points), -1)
             table = _label_codes(frame.labels, codes)
@@ -602,10 +611,31 @@ def build_map(
     encoder: FeatureEncoder,
     visit: int,
     segmenter: Segmenter | None = None,
+    prior: PriorVisit | None = None,
 ) -> InstanceMap:
     """The instance map of one visit from its observation stream (frames in recording order);
-    ``segmenter`` None: the one ``config.segmenter`` names."""
-    builder = MapBuilder(config, encoder, visit, segmenter)
+    ``segmenter`` None: the one ``config.segmenter`` names; ``prior``: the first visit, for a
+    second visit's cross-visit evidence."""
+    return _built(observations, MapBuilder(config, encoder, visit, segmenter, prior))[0]
+
+
+def build_visits(
+    visit1: Iterable[Observation],
+    visit2: Iterable[Observation],
+    config: MappingConfig,
+    encoder: FeatureEncoder,
+    segmenter: Segmenter | None = None,
+) -> tuple[InstanceMap, InstanceMap]:
+    """Both visits' maps, the second with the cross-visit evidence against the first (what
+    mapping_node does for a visit 1 followed by its visit 2)."""
+    map1, builder1 = _built(visit1, MapBuilder(config, encoder, 1, segmenter))
+    prior = PriorVisit(map1, builder1.views())
+    del builder1  # its colour frames are not needed any more
+    map2, _ = _built(visit2, MapBuilder(config, encoder, 2, segmenter, prior))
+    return map1, map2
+
+
+def _built(observations: Iterable[Observation], builder: MapBuilder) -> tuple[InstanceMap, MapBuilder]:
     for observation in observations:
         builder.add(observation)
-    return builder.build()
+    return builder.build(), builder

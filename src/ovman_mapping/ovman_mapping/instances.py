@@ -98,12 +98,25 @@ class MapSnapshot:
 
 
 @dataclasses.dataclass(frozen=True)
+class CrossVisitEvidence:
+    """What a second visit's mapper saw of the places of both visits' instances
+    (:mod:`ovman_mapping.cross_visit`): ``gone``, uids of the first visit's instances whose place
+    the second visit's frames saw empty; ``new``, uids of the second visit's instances whose place
+    the first visit's frames saw empty."""
+
+    gone: frozenset[str] = frozenset()
+    new: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
 class InstanceMap:
     """The 3D instance map of one visit.
 
     ``encoder`` describes the feature encoder (recorded in every result); ``history`` holds the
     incremental states; ``aliases`` maps every working uid that appears in ``history`` to the uid of
-    the final instance it became (fragments merged later), absent when it was dropped.
+    the final instance it became (fragments merged later), absent when it was dropped. ``prior``:
+    for a second visit mapped with the first visit at hand, the cross-visit free-space evidence
+    (None: not computed, e.g. a first visit, or a map received without it).
     """
 
     visit: int
@@ -112,6 +125,7 @@ class InstanceMap:
     frames: int = 0
     history: tuple[MapSnapshot, ...] = ()
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    prior: CrossVisitEvidence | None = None
 
     def __len__(self) -> int:
         return len(self.instances)

@@ -45,7 +45,7 @@ from ovman_core.frames import (
 from ovman_core.observation import Observation
 from ovman_interfaces.msg import Instance as InstanceMsg
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
-from ovman_mapping.instances import Instance, InstanceMap, Sighting, map_problem
+from ovman_mapping.instances import CrossVisitEvidence, Instance, InstanceMap, Sighting, map_problem
 from ovman_ros import bundle
 
 MAX_CAMERA_ROLL_RAD = 1e-6
@@ -232,6 +232,8 @@ def instance_map_msg(
     the map and ``follows`` (a visit-2 map) the visit-1 map it is the second visit of (:class:`MapNames`)."""
     if instance_map.visit not in (InstanceMapMsg.VISIT_1, InstanceMapMsg.VISIT_2):
         raise MapMessageError(f"InstanceMap.visit must be 1 or 2, got {instance_map.visit}")
+    evidence = instance_map.prior
+    index = {instance.uid: n for n, instance in enumerate(instance_map.instances)}
     return InstanceMapMsg(
         header=Header(stamp=stamp, frame_id=frame_id),
         map_id=map_id,
@@ -239,7 +241,18 @@ def instance_map_msg(
         visit=instance_map.visit,
         encoder=instance_map.encoder,
         instances=[instance_msg(i, n, frame_stamps_ns) for n, i in enumerate(instance_map.instances)],
+        cross_visit=evidence is not None,
+        gone_ids=[] if evidence is None else sorted(_index_in_uid(uid, 1) for uid in evidence.gone),
+        new_ids=[] if evidence is None else sorted(index[uid] for uid in evidence.new),
     )
+
+
+def _index_in_uid(uid: str, visit: int) -> int:
+    """n of a mapper's uid ``v<visit>:<n>``: the n-th instance of its map, its wire id there."""
+    prefix, _, number = uid.partition(":")
+    if prefix != f"v{visit}" or not number.isdigit():
+        raise MapMessageError(f"cross-visit evidence names {uid!r}, not an instance of a visit-{visit} map")
+    return int(number)
 
 
 class MapNames:
@@ -342,11 +355,32 @@ def instance_map_from_msg(message: InstanceMapMsg, limits: LimitsConfig) -> tupl
             f"visit-{message.visit} map: instances disagree on feature ({sorted(dims)}) or colour histogram "
             f"({sorted(colours)}) lengths"
         )
-    core = InstanceMap(visit=message.visit, instances=instances, encoder=message.encoder)
+    core = InstanceMap(
+        visit=message.visit, instances=instances, encoder=message.encoder, prior=_cross_visit_of(message, seen)
+    )
     problem = map_problem(core, limits.max_coordinate)
     if problem is not None:
         raise MapMessageError(problem)
     return core, {i.uid: int(item.id) for i, item in zip(instances, message.instances, strict=True)}
+
+
+def _cross_visit_of(message: InstanceMapMsg, ids: set[int]) -> CrossVisitEvidence | None:
+    """The cross-visit evidence of a received map (None when ``cross_visit`` is false); a visit-1
+    map cannot carry any, and ``new_ids`` must name instances of the map (MapMessageError)."""
+    where = f"visit-{message.visit} map"
+    if not message.cross_visit:
+        if len(message.gone_ids) or len(message.new_ids):
+            raise MapMessageError(f"{where}: gone_ids or new_ids are given but cross_visit is false")
+        return None
+    if message.visit != InstanceMapMsg.VISIT_2:
+        raise MapMessageError(f"{where}: cross_visit evidence is for a visit-2 map only")
+    unknown = sorted(set(int(i) for i in message.new_ids) - ids)
+    if unknown:
+        raise MapMessageError(f"{where}: new_ids names {unknown[:5]}, which are not instance ids of the map")
+    return CrossVisitEvidence(
+        gone=frozenset(map_uid(1, int(i)) for i in message.gone_ids),
+        new=frozenset(map_uid(message.visit, int(i)) for i in message.new_ids),
+    )
 
 
 # ---- markers -----------------------------------------------------------------------------------

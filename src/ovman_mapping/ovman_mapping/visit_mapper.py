@@ -4,6 +4,9 @@ A visit is opened with :meth:`VisitMapper.start`, receives frames with :meth:`Vi
 (fused at once by :class:`ovman_mapping.fusion.MapBuilder`, so closing the visit only runs the
 end-of-visit passes) and is closed by :meth:`VisitMapper.finish`, which returns the map and the
 stamp of every fused frame. Frames that arrive while no visit is open are counted and dropped.
+The mapper keeps the latest visit-1 map and its frames' depth (:class:`ovman_mapping.cross_visit.PriorVisit`,
+about 0.3 MB a frame at 320×240) until the next visit 1 starts: a visit 2 is mapped with it at
+hand, and its map carries the cross-visit free-space evidence.
 Not thread-safe: the node serialises calls. Frames: AI2-THOR world (see ovman_mapping.fusion).
 """
 
@@ -13,6 +16,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ovman_core.config import MappingConfig
+from ovman_mapping.cross_visit import PriorVisit
 from ovman_mapping.encoders import FeatureEncoder
 from ovman_mapping.fusion import MapBuilder
 from ovman_mapping.instances import InstanceMap
@@ -48,6 +52,7 @@ class VisitMapper:
         self.stamps: list[int] = []
         self.unassigned = 0
         self._builder: MapBuilder | None = None
+        self.prior: PriorVisit | None = None
 
     @property
     def frames(self) -> int:
@@ -55,12 +60,16 @@ class VisitMapper:
         return len(self.stamps)
 
     def start(self, visit: int) -> None:
-        """Open ``visit`` (1 or 2), dropping whatever the previous open visit had fused."""
+        """Open ``visit`` (1 or 2), dropping whatever the previous open visit had fused; a visit 1
+        also drops the kept visit-1 map (:attr:`prior`), a visit 2 is mapped against it."""
         if visit not in VISITS:
             raise VisitError(f"visit must be 1 or 2, got {visit}")
         self.visit = visit
         self.stamps = []
-        self._builder = MapBuilder(self.config, self.encoder, visit, self.segmenter)
+        if visit == 1:
+            self.prior = None
+        prior = self.prior if visit == 2 else None
+        self._builder = MapBuilder(self.config, self.encoder, visit, self.segmenter, prior)
 
     def add(self, observation: Observation, stamp_ns: int) -> bool:
         """Fuse one frame stamped ``stamp_ns`` into the open visit; False (and counted in
@@ -87,6 +96,8 @@ class VisitMapper:
         if visit != self.visit:
             raise VisitError(f"cannot finish visit {visit}: visit {self.visit} is open")
         instance_map = self._builder.build()
+        if visit == 1:
+            self.prior = PriorVisit(instance_map, self._builder.views())
         stamps = self.stamps
         self.visit, self._builder, self.stamps = None, None, []
         return instance_map, stamps

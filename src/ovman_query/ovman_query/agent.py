@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ovman_core.config import OvmanConfig
 from ovman_core.relations import Relation
 from ovman_mapping.encoders import FeatureEncoder, label_text, make_encoder
-from ovman_mapping.fusion import build_map
+from ovman_mapping.fusion import build_map, build_visits
 from ovman_mapping.instances import InstanceMap
 from ovman_query.association import Association, associate
 from ovman_query.decisions import Candidate, ChangeEvidence, Prediction, decide
@@ -115,9 +115,9 @@ class ReferenceAgent:
     def run(
         self, visit1: Iterable[Observation], visit2: Iterable[Observation], query: Query | str
     ) -> tuple[Prediction, InstanceMap, InstanceMap]:
-        """Map both visits and answer ``query``; returns the prediction and both maps."""
-        map1 = self.build_map(visit1, 1)
-        map2 = self.build_map(visit2, 2)
+        """Map both visits (the second with the cross-visit evidence against the first) and answer
+        ``query``; returns the prediction and both maps."""
+        map1, map2 = build_visits(visit1, visit2, self.config.mapping_node, self.encoder)
         return self.answer(map1, map2, query), map1, map2
 
 

@@ -11,8 +11,20 @@ features ``f`` and colour histograms ``h`` (BC = Bhattacharyya coefficient).
 
 Each stage is one ``scipy.optimize.linear_sum_assignment``; forbidden pairs carry a prohibitive
 cost and are dropped after the solve. Unmatched visit-1 instances are removal candidates and
-unmatched visit-2 instances appearance candidates. Positions are the instances' positions in the
-AI2-THOR world frame; displacement is the floor distance ``|π p2 − π p1|``.
+unmatched visit-2 instances appearance candidates.
+
+**Seen changes only.** When the visit-2 map carries cross-visit free-space evidence
+(``InstanceMap.prior``, :mod:`ovman_mapping.cross_visit`) and ``association.require_seen_change`` is
+set, a change is claimed only where the other visit saw it: a visit-1 instance whose place visit 2
+saw empty (*gone*) cannot have stayed, nor a visit-2 instance whose place visit 1 saw empty (*new*);
+a relocation pairs a gone instance with a new one; an unmatched instance is a removal only if gone
+and an arrival only if new. The other unmatched instances (the other visit did not see their place
+empty: a spurious segment on a surface that is still there, or a place never looked at) are
+*unconfirmed*: no change is claimed for them. Without evidence every unmatched instance is a
+candidate, as in the paper.
+
+Positions are the instances' positions in the AI2-THOR world frame; displacement is the floor
+distance ``|π p2 − π p1|``.
 """
 
 from __future__ import annotations
@@ -60,11 +72,13 @@ class MatchedPair:
 
 @dataclasses.dataclass(frozen=True)
 class Association:
-    """The change set between two visits."""
+    """The change set between two visits; ``unconfirmed``: unmatched instances of either visit
+    (visit-1 uids first) that the other visit did not see change (see the module docstring)."""
 
     pairs: tuple[MatchedPair, ...]
     removed: tuple[str, ...]
     appeared: tuple[str, ...]
+    unconfirmed: tuple[str, ...] = ()
 
     def partner_of_1(self, uid1: str) -> MatchedPair | None:
         return next((p for p in self.pairs if p.uid1 == uid1), None)
@@ -109,8 +123,14 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
     distance = cdist(p1, p2) if len(p1) and len(p2) else dissimilarity * 0.0
     floor = cdist(p1[:, [0, 2]], p2[:, [0, 2]]) if len(p1) and len(p2) else distance
 
+    evidence = map2.prior if config.require_seen_change else None
+    gone = np.array([uid in evidence.gone for uid in uids1], dtype=bool) if evidence else np.ones(len(uids1), bool)
+    new = np.array([uid in evidence.new for uid in uids2], dtype=bool) if evidence else np.ones(len(uids2), bool)
+    # Without evidence, nothing is known to be gone or new: stage one is not restricted by it.
+    changed = (gone[:, None] | new[None, :]) if evidence else np.zeros(distance.shape, dtype=bool)
+
     stay_cost = config.feature_weight * dissimilarity + config.distance_weight * distance
-    stay_allowed = (distance <= config.stay_distance_gate) & (dissimilarity <= config.stay_max_dissimilarity)
+    stay_allowed = (distance <= config.stay_distance_gate) & (dissimilarity <= config.stay_max_dissimilarity) & ~changed
     pairs: list[MatchedPair] = []
     for r, c in _solve(stay_cost, stay_allowed):
         pairs.append(
@@ -128,7 +148,8 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
     left1 = [r for r, uid in enumerate(uids1) if uid not in stayed1]
     left2 = [c for c, uid in enumerate(uids2) if uid not in stayed2]
     sub = dissimilarity[np.ix_(left1, left2)]
-    for r, c in _solve(sub, sub <= config.relocation_max_dissimilarity):
+    seen_relocated = gone[left1][:, None] & new[left2][None, :]
+    for r, c in _solve(sub, (sub <= config.relocation_max_dissimilarity) & seen_relocated):
         i, j = left1[r], left2[c]
         pairs.append(
             MatchedPair(
@@ -144,8 +165,12 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
     matched1 = {p.uid1 for p in pairs}
     matched2 = {p.uid2 for p in pairs}
     order1 = {uid: k for k, uid in enumerate(uids1)}
+    gone_uids = {uid for uid, g in zip(uids1, gone, strict=True) if g}
+    new_uids = {uid for uid, n in zip(uids2, new, strict=True) if n}
     return Association(
         pairs=tuple(sorted(pairs, key=lambda p: order1[p.uid1])),
-        removed=tuple(u for u in uids1 if u not in matched1),
-        appeared=tuple(u for u in uids2 if u not in matched2),
+        removed=tuple(u for u in uids1 if u not in matched1 and u in gone_uids),
+        appeared=tuple(u for u in uids2 if u not in matched2 and u in new_uids),
+        unconfirmed=tuple(u for u in uids1 if u not in matched1 and u not in gone_uids)
+        + tuple(u for u in uids2 if u not in matched2 and u not in new_uids),
     )

@@ -6,7 +6,10 @@ One entry per matched pair and per unmatched instance:
   ``MOVED`` when its floor displacement is at least ``task.min_displacement`` (Δmin) and
   ``STAYED`` below (TASK.md §1 calls an instance moved only from Δmin on);
 - an unmatched visit-1 instance is ``REMOVED``; an unmatched visit-2 instance is ``APPEARED``, or
-  ``MOVING`` when it carries the motion attribute.
+  ``MOVING`` when it carries the motion attribute;
+- an unconfirmed instance (unmatched, but the other visit did not see its place empty: see
+  :mod:`ovman_query.association`) is no change and is not listed, unless it is a visit-2 instance
+  with the motion attribute (``MOVING``: its own frames saw it move).
 
 Costs: a pair's cost in its association stage; an unmatched instance gets the stage-two gate
 ``association.relocation_max_dissimilarity`` (every pairing it had was at least that dissimilar).
@@ -71,4 +74,8 @@ def change_set(
         b = instances2[uid]
         kind = ChangeKind.MOVING if b.moving else ChangeKind.APPEARED
         changes.append(Change(kind, b.label, None, uid, None, b.position, 0.0, unmatched))
+    for uid in association.unconfirmed:
+        b = instances2.get(uid)
+        if b is not None and b.moving:
+            changes.append(Change(ChangeKind.MOVING, b.label, None, uid, None, b.position, 0.0, unmatched))
     return changes

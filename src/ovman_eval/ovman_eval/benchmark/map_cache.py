@@ -352,6 +352,7 @@ def build_group_maps(
     always the recording's; the map diagnostics need the instances each frame saw, so recordings
     without the simulator's segments (:data:`ovman_sim.recording.SEGMENT_TOPICS`) get
     :data:`UNAVAILABLE` diagnostics instead."""
+    from ovman_mapping.cross_visit import PriorVisit
     from ovman_mapping.fusion import MapBuilder
     from ovman_query.association import associate
 
@@ -365,8 +366,12 @@ def build_group_maps(
         )
     collector = TruthCollector(record.moving_id)
     maps: list[dict[int, InstanceMap]] = [{} for _ in configs]
+    priors: list[PriorVisit | None] = [None for _ in configs]
     for visit, path in recordings:
-        builders = [MapBuilder(config.mapping_node, encoder, visit) for config in configs]
+        builders = [
+            MapBuilder(config.mapping_node, encoder, visit, prior=prior)
+            for config, prior in zip(configs, priors, strict=True)
+        ]
         for frame in read_visit(path):
             seen = frame if sensor is None else dataclasses.replace(frame, observation=sensor(frame))
             for builder, reads_pixels in zip(builders, blind, strict=True):
@@ -375,6 +380,8 @@ def build_group_maps(
         collector.check(visit, path, record.episode_id)
         for built, builder in zip(maps, builders, strict=True):
             built[visit] = builder.build()
+        # Visit 2 is mapped with visit 1 at hand, as mapping_node does (cross-visit evidence).
+        priors = [PriorVisit(built[visit], builder.views()) for built, builder in zip(maps, builders, strict=True)]
     truth = collector.truth()
     vectors = {p: encoder.embed_text([p])[0] for p in sorted(set(phrases))}
     entries = []

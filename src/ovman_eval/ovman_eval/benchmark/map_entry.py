@@ -19,11 +19,11 @@ import numpy as np
 from ovman_core.boxes import Box3
 from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.runs.array_bundle import pack_bundle, unpack_bundle
-from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
+from ovman_mapping.instances import CrossVisitEvidence, Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_query.arms import TrueShares
 from ovman_query.association import Association, MatchedPair
 
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 """Bumped when :class:`GroupMaps` or the entry codec changes shape."""
 
 
@@ -167,6 +167,9 @@ def _map_document(instance_map: InstanceMap, arrays: list[np.ndarray]) -> dict[s
         "encoder": instance_map.encoder,
         "frames": instance_map.frames,
         "aliases": dict(instance_map.aliases),
+        "prior": None
+        if instance_map.prior is None
+        else {"gone": sorted(instance_map.prior.gone), "new": sorted(instance_map.prior.new)},
         "history": [
             {
                 "frame_index": snapshot.frame_index,
@@ -242,6 +245,9 @@ def _map_of(document: dict[str, Any], arrays: list[np.ndarray]) -> InstanceMap:
         frames=document["frames"],
         history=history,
         aliases=document["aliases"],
+        prior=None
+        if document["prior"] is None
+        else CrossVisitEvidence(frozenset(document["prior"]["gone"]), frozenset(document["prior"]["new"])),
     )
 
 
@@ -297,6 +303,7 @@ def _association_document(association: Association, arrays: list[np.ndarray]) ->
         ),
         "removed": list(association.removed),
         "appeared": list(association.appeared),
+        "unconfirmed": list(association.unconfirmed),
     }
 
 
@@ -306,6 +313,7 @@ def _association_of(document: dict[str, Any], arrays: list[np.ndarray]) -> Assoc
         pairs=tuple(MatchedPair(*pair, *row) for pair, row in zip(document["pairs"], numbers, strict=True)),
         removed=tuple(document["removed"]),
         appeared=tuple(document["appeared"]),
+        unconfirmed=tuple(document["unconfirmed"]),
     )
 
 
