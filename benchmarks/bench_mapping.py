@@ -5,9 +5,10 @@ episode, the paper's figure on a laptop GPU; issue 21: the same goal in learned 
 
 For each embedded scene: record visit 1 on the coverage tour, move one instance more than Δmin,
 record visit 2 (recording is not timed). Then, per encoder mode, time building both visits' maps
-from the recorded frames: back-projection, fusion, free-space evidence, motion tracks and the
-instance features. Model loading is reported separately (once per process); text embeddings of
-the labels are cached across episodes as in a long run. ``clip`` uses open_clip with random
+from the recorded frames: back-projection, fusion, free-space evidence, motion tracks, the
+instance features and the cross-visit evidence of visit 2 against visit 1. Model loading is
+reported separately (once per process); text embeddings of the labels are cached across episodes
+as in a long run. ``clip`` uses open_clip with random
 weights (no download): the cost is the same as with trained weights of the same model. ``learned``
 uses the packaged segmenter model (``mapping_node.segmenter``, its configured threads) with the
 label encoder; the modes run one after the other in one process, so the peak RSS printed after each
@@ -38,7 +39,7 @@ import time  # noqa: E402
 from ovman_core.config import OvmanConfig, load_config  # noqa: E402
 from ovman_core.observation import Observation  # noqa: E402
 from ovman_mapping.encoders import make_encoder  # noqa: E402
-from ovman_mapping.fusion import build_map  # noqa: E402
+from ovman_mapping.fusion import build_map, build_visits  # noqa: E402
 from ovman_mapping.segmenter import make_segmenter  # noqa: E402
 from ovman_sim.embedded import EmbeddedWorld  # noqa: E402
 from ovman_sim.tours import tour_observations  # noqa: E402
@@ -114,10 +115,7 @@ def main() -> int:
         walls, cpus, instances, crops = [], [], [], []
         for visit_1, visit_2 in episodes:
             wall, cpu = time.perf_counter(), time.process_time()
-            maps = (
-                build_map(visit_1, mapping_config, encoder, 1, segmenter),
-                build_map(visit_2, mapping_config, encoder, 2, segmenter),
-            )
+            maps = build_visits(visit_1, visit_2, mapping_config, encoder, segmenter)
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
             instances.append(sum(len(m) for m in maps))

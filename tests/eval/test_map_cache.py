@@ -152,7 +152,11 @@ def every_field_set() -> GroupMaps:
         diagnostics={"visit1": {"aec": 0.1, "n": 3, "ok": True, "none": None, "list": [1, 2.5, "x"]}},
         phrases={"the mug": np.array([1.0, 2.0]), "a cup": np.array([3.0, 4.0])},
         association=Association(
-            (MatchedPair("v1:0", "v2:0", 2, 0.5, 0.25, 1.0 / 3.0, 0.1),), ("v1:1",), (), unconfirmed=("v1:2",)
+            (MatchedPair("v1:0", "v2:0", 2, 0.5, 0.25, 1.0 / 3.0, 0.1),),
+            ("v1:1",),
+            (),
+            unconfirmed=("v1:2",),
+            unseen=(MatchedPair("v1:2", "v2:3", 3, 0.25, 0.25, 2.0, 1.5),),
         ),
         shares={1: {"v1:0": {"Mug": 0.75, "": 0.25}, "v1:1": {}}, 2: {}},
     )
@@ -191,7 +195,7 @@ def test_the_codec_stores_every_field():
         | {"motion_evidence"},
     }
     others = (InstanceMap, MapSnapshot, Sighting, Association, MatchedPair, ObjectState, Box3, CrossVisitEvidence)
-    assert [len(dataclasses.fields(cls)) for cls in others] == [7, 3, 4, 4, 7, 5, 2, 2]
+    assert [len(dataclasses.fields(cls)) for cls in others] == [7, 3, 4, 5, 7, 5, 2, 2]
 
 
 def test_diagnostics_that_json_would_change_are_refused_when_written(entry, tmp_path):

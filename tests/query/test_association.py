@@ -10,6 +10,7 @@ from ovman_mapping.instances import CrossVisitEvidence
 from ovman_query.association import (
     STAGE_RELOCATED,
     STAGE_STAYED,
+    STAGE_UNSEEN,
     AssociationError,
     associate,
     feature_dissimilarity,
@@ -120,3 +121,19 @@ def test_a_place_seen_empty_did_not_stay_and_a_relocation_needs_both_places_seen
     # Only a's place seen empty: a was removed; a2 is unconfirmed (visit 1 did not see its place empty).
     one = associate(v1, _seen(v2, gone={"a"}), CONFIG)
     assert one.pairs == () and one.removed == ("a",) and one.appeared == () and one.unconfirmed == ("a2",)
+
+
+def test_unmatched_instances_not_seen_to_change_pair_as_unseen_relocations():
+    # A small apple: visit 2 did not see its old place empty (too small to judge), visit 1 saw its
+    # new place empty. No seen relocation, but stage three pairs them as an unseen one; the change
+    # set itself keeps the apple's visit-2 instance as appeared and the visit-1 one unconfirmed.
+    v1 = instance_map(1, instance("a", "Vase", 0, 0, hue=1), instance("c", "Chair", 0, 5))
+    v2 = instance_map(2, instance("a2", "Vase", 4, 0, hue=1), instance("c2", "Chair", 0, 5.05))
+    result = associate(v1, _seen(v2, new={"a2"}), CONFIG)
+    assert [(p.uid1, p.uid2, p.stage) for p in result.pairs] == [("c", "c2", STAGE_STAYED)]
+    assert result.removed == () and result.appeared == ("a2",) and result.unconfirmed == ("a",)
+    assert [(p.uid1, p.uid2, p.stage) for p in result.unseen] == [("a", "a2", STAGE_UNSEEN)]
+    assert result.unseen[0].displacement == pytest.approx(4.0)
+    # Without evidence there is no stage three: stage two pairs them as a relocation.
+    plain = associate(v1, v2, CONFIG)
+    assert plain.unseen == () and ("a", "a2", STAGE_RELOCATED) in [(p.uid1, p.uid2, p.stage) for p in plain.pairs]

@@ -4,7 +4,7 @@ import pytest
 
 from ovman_core.config import load_config
 from ovman_core.relations import Relation
-from ovman_query.association import STAGE_RELOCATED, STAGE_STAYED, Association, MatchedPair
+from ovman_query.association import STAGE_RELOCATED, STAGE_STAYED, STAGE_UNSEEN, Association, MatchedPair
 from ovman_query.decisions import Candidate, ChangeEvidence, decide
 
 TASK = load_config().task
@@ -120,3 +120,30 @@ def test_explanation_lists_grounded_instances_with_scores():
     prediction = decide(Relation.STABLE, "vase", EVIDENCE, TASK)
     assert "visit 1 grounded [a 1.000, b 1.000, r 1.000, s 0.970]" in prediction.explanation
     assert "c " not in prediction.explanation.split("grounded")[1]
+
+
+def test_seen_changes_come_first_and_unseen_ones_are_the_fallback():
+    # With cross-visit evidence: u (visit 1) and u2 (visit 2) are unconfirmed; u -> u2 is an unseen
+    # relocation (stage three). The seen changes answer while there are any.
+    v1 = {**V1, "u": cand("u", 20, 0)}
+    v2 = {**V2, "u2": cand("u2", 20, 6)}
+    seen = Association(
+        ASSOCIATION.pairs,
+        removed=("r",),
+        appeared=("n",),
+        unconfirmed=("u", "u2"),
+        unseen=(pair("u", "u2", 6.0, STAGE_UNSEEN),),
+    )
+    assert decide(Relation.MOVED, "vase", ChangeEvidence(v1, v2, seen), TASK).instance_ids == ("a", "a2")
+    assert decide(Relation.REMOVED, "vase", ChangeEvidence(v1, v2, seen), TASK).instance_ids == ("r",)
+    # No seen change of the kind: the unseen one answers, and the explanation says so.
+    none_seen = Association(ASSOCIATION.pairs[2:], (), (), unconfirmed=("u", "u2"), unseen=seen.unseen)
+    evidence = ChangeEvidence(v1, v2, none_seen)
+    moved = decide(Relation.MOVED, "vase", evidence, TASK)
+    assert moved.instance_ids == ("u", "u2") and moved.point == (20, 6) and "no seen relocation" in moved.explanation
+    removed = decide(Relation.REMOVED, "vase", evidence, TASK)
+    assert removed.instance_ids == ("u",) and "none seen gone" in removed.explanation
+    appeared = decide(Relation.APPEARED, "vase", evidence, TASK)
+    assert appeared.instance_ids == ("u2",) and "none seen arrive" in appeared.explanation
+    # Without any unconfirmed instance or unseen pair: abstain, as before.
+    assert decide(Relation.MOVED, "vase", ChangeEvidence(v1, v2, Association((), (), ())), TASK).abstained

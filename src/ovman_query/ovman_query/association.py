@@ -19,9 +19,14 @@ set, a change is claimed only where the other visit saw it: a visit-1 instance w
 saw empty (*gone*) cannot have stayed, nor a visit-2 instance whose place visit 1 saw empty (*new*);
 a relocation pairs a gone instance with a new one; an unmatched instance is a removal only if gone
 and an arrival only if new. The other unmatched instances (the other visit did not see their place
-empty: a spurious segment on a surface that is still there, or a place never looked at) are
-*unconfirmed*: no change is claimed for them. Without evidence every unmatched instance is a
-candidate, as in the paper.
+empty: a spurious segment on a surface that is still there, or a place too small or too thin for
+depth to tell, or never looked at) are *unconfirmed*: no change is claimed for them. Without
+evidence every unmatched instance is a candidate, as in the paper.
+
+3. **Unseen relocations** (only with evidence): stage two's solve, without the evidence, over the
+   instances stages one and two left unmatched. These pairs are not changes (nor in the change
+   set); the decision rules fall back on them, and on the unconfirmed instances, only when no seen
+   change answers a query (:mod:`ovman_query.decisions`).
 
 Positions are the instances' positions in the AI2-THOR world frame; displacement is the floor
 distance ``|π p2 − π p1|``.
@@ -44,6 +49,8 @@ FORBIDDEN = 1.0e9
 
 STAGE_STAYED = 1
 STAGE_RELOCATED = 2
+STAGE_UNSEEN = 3
+"""Stage three: a relocation the other visit's frames did not confirm (a fallback, not a change)."""
 STAGE_IDENTITY = 0
 """Pairs given by ground-truth identity (oracle-positions arm), not by a solve."""
 
@@ -73,12 +80,14 @@ class MatchedPair:
 @dataclasses.dataclass(frozen=True)
 class Association:
     """The change set between two visits; ``unconfirmed``: unmatched instances of either visit
-    (visit-1 uids first) that the other visit did not see change (see the module docstring)."""
+    (visit-1 uids first) that the other visit did not see change; ``unseen``: stage-three pairs
+    (see the module docstring)."""
 
     pairs: tuple[MatchedPair, ...]
     removed: tuple[str, ...]
     appeared: tuple[str, ...]
     unconfirmed: tuple[str, ...] = ()
+    unseen: tuple[MatchedPair, ...] = ()
 
     def partner_of_1(self, uid1: str) -> MatchedPair | None:
         return next((p for p in self.pairs if p.uid1 == uid1), None)
@@ -114,7 +123,8 @@ def _solve(cost: np.ndarray, allowed: np.ndarray) -> list[tuple[int, int]]:
 
 
 def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -> Association:
-    """Two-stage Hungarian association of ``map1`` (visit 1) and ``map2`` (visit 2)."""
+    """Two-stage Hungarian association of ``map1`` (visit 1) and ``map2`` (visit 2), with stage
+    three when ``map2`` carries cross-visit evidence (see the module docstring)."""
     uids1 = [i.uid for i in map1]
     uids2 = [i.uid for i in map2]
     p1, p2 = map1.positions(), map2.positions()
@@ -147,23 +157,30 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
     stayed1, stayed2 = {p.uid1 for p in pairs}, {p.uid2 for p in pairs}
     left1 = [r for r, uid in enumerate(uids1) if uid not in stayed1]
     left2 = [c for c, uid in enumerate(uids2) if uid not in stayed2]
-    sub = dissimilarity[np.ix_(left1, left2)]
-    seen_relocated = gone[left1][:, None] & new[left2][None, :]
-    for r, c in _solve(sub, (sub <= config.relocation_max_dissimilarity) & seen_relocated):
-        i, j = left1[r], left2[c]
-        pairs.append(
+
+    def relocations(rows: list[int], cols: list[int], allowed: np.ndarray, stage: int) -> list[MatchedPair]:
+        sub = dissimilarity[np.ix_(rows, cols)]
+        return [
             MatchedPair(
-                uids1[i],
-                uids2[j],
-                STAGE_RELOCATED,
-                float(dissimilarity[i, j]),
-                float(dissimilarity[i, j]),
-                float(distance[i, j]),
-                float(floor[i, j]),
+                uids1[rows[r]],
+                uids2[cols[c]],
+                stage,
+                float(sub[r, c]),
+                float(sub[r, c]),
+                float(distance[rows[r], cols[c]]),
+                float(floor[rows[r], cols[c]]),
             )
-        )
+            for r, c in _solve(sub, (sub <= config.relocation_max_dissimilarity) & allowed)
+        ]
+
+    pairs += relocations(left1, left2, gone[left1][:, None] & new[left2][None, :], STAGE_RELOCATED)
     matched1 = {p.uid1 for p in pairs}
     matched2 = {p.uid2 for p in pairs}
+    unseen: list[MatchedPair] = []
+    if evidence:
+        rest1 = [r for r, uid in enumerate(uids1) if uid not in matched1]
+        rest2 = [c for c, uid in enumerate(uids2) if uid not in matched2]
+        unseen = relocations(rest1, rest2, np.ones((len(rest1), len(rest2)), dtype=bool), STAGE_UNSEEN)
     order1 = {uid: k for k, uid in enumerate(uids1)}
     gone_uids = {uid for uid, g in zip(uids1, gone, strict=True) if g}
     new_uids = {uid for uid, n in zip(uids2, new, strict=True) if n}
@@ -173,4 +190,5 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
         appeared=tuple(u for u in uids2 if u not in matched2 and u in new_uids),
         unconfirmed=tuple(u for u in uids1 if u not in matched1 and u not in gone_uids)
         + tuple(u for u in uids2 if u not in matched2 and u not in new_uids),
+        unseen=tuple(sorted(unseen, key=lambda p: order1[p.uid1])),
     )

@@ -11,7 +11,10 @@ grounded in their own visit):
 - moving: the grounded visit-2 instance with the motion attribute (the most recently seen one) →
   its latest observed position.
 
-No candidate → abstain (``Prediction.point`` is None); removed and appeared have no fallback.
+Changes the other visit saw come first (cross-visit evidence, :mod:`ovman_query.association`):
+when no grounded seen change answers a moved/former query, the rule takes the grounded unseen
+relocations (stage three); a removed/appeared query, the grounded unconfirmed instances of its
+visit. The explanation says so. No candidate → abstain (``Prediction.point`` is None).
 Ties are broken by score, then support (sightings), then uid, so the rules are deterministic.
 Positions: AI2-THOR world frame (metres); predicted points are floor points (x, z).
 """
@@ -119,8 +122,13 @@ def decide(
         return Prediction(floor_point(point), relation, noun_phrase, ids, confidence, text, arm)
 
     pairs = [p for p in evidence.association.pairs if _pair_grounded(p, evidence)]
+    unseen_note = ""
     if relation in (Relation.MOVED, Relation.FORMER):
         relocated = [p for p in pairs if p.displacement >= task.min_displacement]
+        if not relocated:
+            unseen = [p for p in evidence.association.unseen if _pair_grounded(p, evidence)]
+            relocated = [p for p in unseen if p.displacement >= task.min_displacement]
+            unseen_note = " (no seen relocation: the other visit did not see both places empty)"
         if not relocated:
             shown = ", ".join(f"{p.uid1}->{p.uid2} {p.displacement:.2f} m" for p in pairs[:SHOWN_CANDIDATES])
             return abstain(f"no grounded matched pair is displaced >= {task.min_displacement:.2f} m [{shown}]")
@@ -136,8 +144,8 @@ def decide(
             (best.uid1, best.uid2),
             _pair_score(best, evidence),
             f"pair {best.uid1}->{best.uid2} (scores {score1:.3f}/{score2:.3f}, stage {best.stage}) is the grounded "
-            f"pair displaced most, {best.displacement:.2f} m >= {task.min_displacement:.2f} m, of {len(relocated)}; "
-            f"answer at its visit-{1 if relation is Relation.FORMER else 2} position",
+            f"pair displaced most, {best.displacement:.2f} m >= {task.min_displacement:.2f} m, of {len(relocated)}"
+            f"{unseen_note}; answer at its visit-{1 if relation is Relation.FORMER else 2} position",
         )
     if relation in (Relation.REMOVED, Relation.APPEARED):
         removed = relation is Relation.REMOVED
@@ -146,6 +154,11 @@ def decide(
         candidates = sorted((pool[u] for u in unmatched if pool[u].grounded), key=_rank)
         visit = 1 if removed else 2
         if not candidates:
+            unconfirmed = [u for u in evidence.association.unconfirmed if u in pool]
+            candidates = sorted((pool[u] for u in unconfirmed if pool[u].grounded), key=_rank)
+            unmatched = (*unmatched, *unconfirmed)
+            unseen_note = f" (none seen {'gone' if removed else 'arrive'}: an unconfirmed one)"
+        if not candidates:
             return abstain(f"no grounded visit-{visit} instance is unmatched (unmatched: {len(unmatched)})")
         best = candidates[0]
         return answer(
@@ -153,7 +166,7 @@ def decide(
             (best.uid,),
             best.score,
             f"{best.uid} (score {best.score:.3f}) is the best grounded unmatched visit-{visit} instance "
-            f"of {len(candidates)}; answer at its visit-{visit} position",
+            f"of {len(candidates)}{unseen_note}; answer at its visit-{visit} position",
         )
     if relation is Relation.STABLE:
         stayed = [p for p in pairs if p.displacement <= task.stable_tolerance]

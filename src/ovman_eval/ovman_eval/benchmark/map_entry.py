@@ -294,26 +294,33 @@ def _truth_of(document: dict[str, Any], arrays: list[np.ndarray]) -> GroupTruth:
     )
 
 
+def _pairs_document(pairs: tuple[MatchedPair, ...], arrays: list[np.ndarray]) -> dict[str, Any]:
+    numbers = np.array([(p.cost, p.dissimilarity, p.distance, p.displacement) for p in pairs], np.float64)
+    return {"ids": [[p.uid1, p.uid2, p.stage] for p in pairs], "numbers": _stored(arrays, numbers)}
+
+
+def _pairs_of(document: dict[str, Any], arrays: list[np.ndarray]) -> tuple[MatchedPair, ...]:
+    numbers = arrays[document["numbers"]].tolist()
+    return tuple(MatchedPair(*pair, *row) for pair, row in zip(document["ids"], numbers, strict=True))
+
+
 def _association_document(association: Association, arrays: list[np.ndarray]) -> dict[str, Any]:
-    pairs = association.pairs
     return {
-        "pairs": [[p.uid1, p.uid2, p.stage] for p in pairs],
-        "numbers": _stored(
-            arrays, np.array([(p.cost, p.dissimilarity, p.distance, p.displacement) for p in pairs], np.float64)
-        ),
+        "pairs": _pairs_document(association.pairs, arrays),
         "removed": list(association.removed),
         "appeared": list(association.appeared),
         "unconfirmed": list(association.unconfirmed),
+        "unseen": _pairs_document(association.unseen, arrays),
     }
 
 
 def _association_of(document: dict[str, Any], arrays: list[np.ndarray]) -> Association:
-    numbers = arrays[document["numbers"]].tolist()
     return Association(
-        pairs=tuple(MatchedPair(*pair, *row) for pair, row in zip(document["pairs"], numbers, strict=True)),
+        pairs=_pairs_of(document["pairs"], arrays),
         removed=tuple(document["removed"]),
         appeared=tuple(document["appeared"]),
         unconfirmed=tuple(document["unconfirmed"]),
+        unseen=_pairs_of(document["unseen"], arrays),
     )
 
 
