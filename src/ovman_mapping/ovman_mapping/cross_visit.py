@@ -27,7 +27,9 @@ fused points, evenly subsampled to ``mapping.vacancy_check_points``. Per frame o
   reads labels: a thin object's points lie a few centimetres above the surface it stood on, and
   seen from above part of them do not pass the margin.)
 
-The place was seen empty when more frames saw it empty than occupied. An instance no frame
+The place was seen empty when more frames saw it empty than occupied. The per-frame counts
+(:class:`CheckClouds`) are those of fusion's within-visit test too, which calls a place vacated
+when one frame after the last sighting sees ``mapping.vacancy_fraction`` of the points through. An instance no frame
 judged is in neither set: the other visit did not look, so nothing is claimed.
 
 World frame: AI2-THOR's (metres, y up); depth along the optical axis, metres, NaN or 0 where
@@ -70,13 +72,11 @@ class PriorVisit:
 class Projection:
     """Points seen from one view: ``inside`` (N,) in the image and in front within the range, ``z``
     their depth along the optical axis (m) and ``observed`` the frame's depth at their pixels (NaN
-    outside), ``rows``/``cols`` the pixels of the inside points."""
+    outside)."""
 
     inside: np.ndarray
     z: np.ndarray
     observed: np.ndarray
-    rows: np.ndarray
-    cols: np.ndarray
 
 
 def project(points: np.ndarray, view: DepthView, max_depth: float) -> Projection:
@@ -92,7 +92,7 @@ def project(points: np.ndarray, view: DepthView, max_depth: float) -> Projection
     rows, cols = v[inside].astype(int), u[inside].astype(int)
     observed = np.full(len(points), np.nan)
     observed[inside] = view.depth[rows, cols]
-    return Projection(inside, z, observed, rows, cols)
+    return Projection(inside, z, observed)
 
 
 def check_points(points: np.ndarray, count: int) -> np.ndarray:
@@ -102,38 +102,69 @@ def check_points(points: np.ndarray, count: int) -> np.ndarray:
     return points
 
 
-def seen_empty(clouds: Sequence[np.ndarray], views: Sequence[DepthView], params: MappingParams) -> np.ndarray:
-    """(N,) bool per point cloud (world, metres): the views saw its place empty (module docstring)."""
-    p = params
-    count = len(clouds)
-    if not count or not views:
-        return np.zeros(count, dtype=bool)
-    clouds = [check_points(np.asarray(c, dtype=float).reshape(-1, 3), p.vacancy_check_points) for c in clouds]
-    sizes = np.array([len(c) for c in clouds])
-    points = np.concatenate(clouds)
-    owner = np.repeat(np.arange(count), sizes)
-    lo = np.array([c.min(axis=0) if len(c) else np.zeros(3) for c in clouds])
-    hi = np.array([c.max(axis=0) if len(c) else np.zeros(3) for c in clouds])
-    extent = hi - lo
-    face = np.max(extent * np.roll(extent, 1, axis=1), axis=1)  # the largest face of the box, m²
-    needed = np.minimum(p.vacancy_min_points, sizes)
-    empty_votes = np.zeros(count, dtype=int)
-    occupied_votes = np.zeros(count, dtype=int)
-    for view in views:
-        seen = project(points, view, p.max_depth)
+@dataclasses.dataclass(frozen=True)
+class CheckClouds:
+    """The check points of N instances, stacked, for the free-space tests (within a visit, in
+    :mod:`ovman_mapping.fusion`, and across visits): ``points`` (P, 3) world metres, ``owner``
+    (P,) the instance of each point, ``needed`` (N,) the fewest visible points that judge an
+    instance (``mapping.vacancy_min_points``, or all its points when it has fewer) and ``face``
+    (N,) the area of its box's largest face, m²."""
+
+    points: np.ndarray
+    owner: np.ndarray
+    needed: np.ndarray
+    face: np.ndarray
+
+    @classmethod
+    def of(cls, clouds: Sequence[np.ndarray], params: MappingParams, extents: np.ndarray | None = None) -> CheckClouds:
+        """From per-instance point clouds (each (n, 3), world metres), evenly subsampled to
+        ``mapping.vacancy_check_points``; ``extents`` (N, 3): the boxes' sizes (default: those of
+        the check points)."""
+        clouds = [check_points(np.asarray(c, dtype=float).reshape(-1, 3), params.vacancy_check_points) for c in clouds]
+        sizes = np.array([len(c) for c in clouds], dtype=int)
+        if extents is None:
+            extents = np.array([c.max(axis=0) - c.min(axis=0) if len(c) else np.zeros(3) for c in clouds])
+        extents = np.asarray(extents, dtype=float).reshape(-1, 3)
+        return cls(
+            points=np.concatenate(clouds) if clouds else np.zeros((0, 3)),
+            owner=np.repeat(np.arange(len(clouds)), sizes),
+            needed=np.minimum(params.vacancy_min_points, sizes),
+            face=np.max(extents * np.roll(extents, 1, axis=1), axis=1),
+        )
+
+    def counts(self, view: DepthView, params: MappingParams) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Per instance, as ``view`` sees it: (visible points, points seen through, judged) (see
+        the module docstring); None when no point falls in the image."""
+        p, count = params, len(self.needed)
+        seen = project(self.points, view, p.max_depth)
         if not seen.inside.any():
-            continue
-        observed, z = seen.observed, seen.z
+            return None
+        observed, z, inside, owner = seen.observed, seen.z, seen.inside, self.owner
         with np.errstate(invalid="ignore"):
-            visible = seen.inside & np.isfinite(observed) & (observed > 0.0) & (observed >= z - p.vacancy_margin)
+            visible = inside & np.isfinite(observed) & (observed > 0.0) & (observed >= z - p.vacancy_margin)
             through = visible & (observed > z + p.vacancy_margin)
         n_visible = np.bincount(owner[visible], minlength=count)
         n_through = np.bincount(owner[through], minlength=count)
-        n_inside = np.bincount(owner[seen.inside], minlength=count)
-        mean_depth = np.bincount(owner[seen.inside], weights=z[seen.inside], minlength=count) / np.maximum(n_inside, 1)
+        n_inside = np.bincount(owner[inside], minlength=count)
+        mean_depth = np.bincount(owner[inside], weights=z[inside], minlength=count) / np.maximum(n_inside, 1)
         k = view.intrinsics
-        area = k.fx * k.fy * face / np.maximum(mean_depth, 1e-6) ** 2
-        judged = (sizes > 0) & (n_visible >= needed) & (n_visible > 0) & (area >= p.vacancy_min_pixels)
+        # Judge an instance only where it would have been large in the image, had it been there.
+        area = k.fx * k.fy * self.face / np.maximum(mean_depth, 1e-6) ** 2
+        judged = (n_visible >= self.needed) & (n_visible > 0) & (area >= p.vacancy_min_pixels)
+        return n_visible, n_through, judged
+
+
+def seen_empty(clouds: Sequence[np.ndarray], views: Sequence[DepthView], params: MappingParams) -> np.ndarray:
+    """(N,) bool per point cloud (world, metres): the views saw its place empty (module docstring)."""
+    p = params
+    checks = CheckClouds.of(clouds, p)
+    empty_votes = np.zeros(len(clouds), dtype=int)
+    occupied_votes = np.zeros(len(clouds), dtype=int)
+    for view in views if len(clouds) else ():
+        counts = checks.counts(view, p)
+        if counts is None:
+            continue
+        n_visible, n_through, judged = counts
         empty_votes += judged & (n_through >= p.cross_visit_empty_fraction * n_visible)
         occupied_votes += judged & (n_through <= p.cross_visit_occupied_fraction * n_visible)
     return (empty_votes > 0) & (empty_votes > occupied_votes)

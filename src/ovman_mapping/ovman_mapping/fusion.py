@@ -17,8 +17,9 @@ After the last frame:
 2. free-space evidence is read from every frame: an instance is *vacated* when, after its last
    sighting, a frame sees most (``mapping.vacancy_fraction``) of its visible points empty, and has
    *arrived* when a frame before its first sighting saw its place empty. A point is seen empty when
-   the observed depth lies more than ``mapping.vacancy_margin`` behind it, or when its pixel belongs
-   to no segment of the instance's label; points hidden behind something nearer do not count.
+   the observed depth lies more than ``mapping.vacancy_margin`` behind it (depth only: a learned
+   segmenter's labels change from frame to frame); points hidden behind something nearer do not
+   count.
    Only frames in which the instance would cover ``mapping.vacancy_min_pixels`` judge it, and none
    that shows its label inside the image rectangle of its box at the box's depth;
 3. a vacated fragment is linked to the earliest later fragment with matching features that has
@@ -53,7 +54,7 @@ from ovman_core.camera import Intrinsics
 from ovman_core.config import MappingConfig
 from ovman_core.frames import optical_axes_thor
 from ovman_mapping.backprojection import SegmentObservation, segment_frame, voxel_codes
-from ovman_mapping.cross_visit import DepthView, PriorVisit, check_points, cross_visit_evidence, project
+from ovman_mapping.cross_visit import CheckClouds, DepthView, PriorVisit, cross_visit_evidence
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, padded_crop
 from ovman_mapping.instances import (
     Instance,
@@ -385,45 +386,17 @@ class MapBuilder:
         arrived: dict[str, int] = {}
         if not tracks:
             return vacated, arrived
-        clouds = [check_points(np.concatenate([s.points for s in t.sightings]), p.vacancy_check_points) for t in tracks]
-        points = np.concatenate(clouds)
-        owner = np.repeat(np.arange(len(tracks)), [len(c) for c in clouds])
-        # Projected area (px, times z²/(fx·fy)) of each instance: the largest face of its box.
-        extent = np.array([t.hi - t.lo for t in tracks])
-        face = np.max(extent * np.roll(extent, 1, axis=1), axis=1)
-        codes: dict[str, int] = {}
-        owner_label = np.array([codes.setdefault(_majority(t.labels), len(codes)) for t in tracks])[owner]
-        # Small instances have few points: all of them visible is then enough evidence.
-        needed = np.minimum(p.vacancy_min_points, [len(c) for c in clouds])
+        checks = CheckClouds.of(
+            [np.concatenate([s.points for s in t.sightings]) for t in tracks],
+            p,
+            extents=np.array([t.hi - t.lo for t in tracks]),
+        )
         for frame in self._frames:
-            if frame.depth is None:
+            counts = None if frame.depth is None else checks.counts(frame.view, p)
+            if counts is None:
                 continue
-            k = frame.intrinsics
-            seen = project(points, frame.view, p.max_depth)
-            inside, z, observed, rows, cols = seen.inside, seen.z, seen.observed, seen.rows, seen.cols
-            if not inside.any():
-                continue
-            # The label the segmenter gave each pixel (-1: no segment or another label).
-            seen_label = np.full(len(points), -1)
-            table = _label_codes(frame.labels, codes)
-            seen_label[inside] = table[np.clip(np.asarray(frame.segments)[rows, cols], 0, len(table) - 1)]
-            with np.errstate(invalid="ignore"):
-                # Points hidden behind something nearer say nothing. A visible point is seen empty
-                # when the view passes behind it, or meets it on something the segmenter calls
-                # otherwise (a thin object leaves almost no depth step on the surface below it).
-                valid = inside & np.isfinite(observed) & (observed > 0.0) & (observed >= z - p.vacancy_margin)
-                through = valid & ((observed > z + p.vacancy_margin) | (seen_label != owner_label))
-            n_valid = np.bincount(owner[valid], minlength=len(tracks))
-            n_through = np.bincount(owner[through], minlength=len(tracks))
-            # Only judge an instance where it would have been large in the image, had it been there.
-            depth_sum = np.bincount(owner[inside], weights=z[inside], minlength=len(tracks))
-            mean_depth = depth_sum / np.maximum(np.bincount(owner[inside], minlength=len(tracks)), 1)
-            area = k.fx * k.fy * face / np.maximum(mean_depth, 1e-6) ** 2
-            seen_empty = (
-                (n_valid >= needed)
-                & (n_through >= p.vacancy_fraction * np.maximum(n_valid, 1))
-                & (area >= p.vacancy_min_pixels)
-            )
+            n_visible, n_through, judged = counts
+            seen_empty = judged & (n_through >= p.vacancy_fraction * n_visible)
             for i in np.nonzero(seen_empty)[0]:
                 track = tracks[int(i)]
                 if frame.index in track.frames or _label_in_box_view(track, frame, self.params.vacancy_margin):
@@ -553,17 +526,6 @@ def _spread(positions: np.ndarray) -> float:
     floor = positions[:, [0, 2]]
     diff = floor[:, None, :] - floor[None]
     return float(np.sqrt((diff * diff).sum(axis=2)).max())
-
-
-def _label_codes(labels: Mapping[int, str], codes: dict[str, int]) -> np.ndarray:
-    """Lookup table segment id → code of its label in ``codes``; -1 for the background (id 0), an
-    unknown label, and (clip ids into the table) ids beyond the labelled ones (the last entry)."""
-    top = max((int(i) for i in labels), default=0)
-    table = np.full(top + 2, -1)
-    for segment_id, name in labels.items():
-        if int(segment_id) > 0:
-            table[int(segment_id)] = codes.get(name, -1)
-    return table
 
 
 def _label_in_box_view(track: _Track, frame: _Frame, margin: float) -> bool:
