@@ -114,6 +114,7 @@ class ProposalsAndCrops:
 
     kind = "proposals+crops"
     reads_simulator_segments = False
+    exact_labels = False
 
     def __init__(self, proposals: LearnedSegmenter, classifier: CropClassifier) -> None:
         self.proposals, self.classifier = proposals, classifier

@@ -4,12 +4,14 @@ import dataclasses
 
 import numpy as np
 import pytest
+from scipy import ndimage
 
 from ovman_core.config import load_config
 from ovman_core.world_state import AgentPose
 from ovman_mapping.backprojection import (
     FrameFormatError,
     camera_points,
+    nearest_largest_depth_parts,
     remove_outliers,
     segment_frame,
     voxel_downsample,
@@ -118,3 +120,28 @@ def test_statistical_outlier_removal_drops_an_isolated_point():
     cleaned = remove_outliers(cloud, 8, 2.0)
     assert len(cleaned) == len(grid)
     assert remove_outliers(cloud[:5], 8, 2.0).shape == (5, 3)  # too few points to judge: unchanged
+
+
+def test_a_segment_keeps_its_largest_depth_part_and_drops_the_background_it_spilled_over():
+    # Segment 1: an object at about 2 m and the wall 3 m behind it that its mask spilled over;
+    # segment 2: one continuous surface from 1 m to 1.3 m (no jump) stays whole; segment 3: two
+    # equal parts, the nearer one kept.
+    ids = np.array([1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3])
+    depth = np.array([2.0, 2.05, 2.1, 5.0, 5.1, 1.98, 1.0, 1.1, 1.2, 1.3, 4.0, 4.1, 2.0, 2.1])
+    keep = nearest_largest_depth_parts(ids, depth, gap=0.15)
+    assert keep.tolist() == [True, True, True, False, False, True, True, True, True, True, False, False, True, True]
+    assert nearest_largest_depth_parts(ids, depth, gap=10.0).all()
+
+
+def test_a_mask_spilled_over_the_object_edge_still_lands_on_the_object():
+    # A coarse mask: the vase's segment grown 6 pixels upwards, over the room behind it (a mask
+    # that spills onto the floor it stands on keeps those points: no depth jump there).
+    obs = render([VASE], POSE, step=0)
+    vase_id = next(k for k, name in obs.segment_labels.items() if name == "Vase")
+    mask = obs.segments == vase_id
+    grown = mask | ndimage.shift(mask, (-6, 0), order=0)
+    spilled = dataclasses.replace(obs, segments=np.where(grown, vase_id, 0).astype(obs.segments.dtype))
+    (kept,) = segments_of(spilled)
+    assert inside(kept.points, VASE.box, PARAMS.voxel_size).all()
+    (raw,) = segments_of(spilled, dataclasses.replace(PARAMS, segment_depth_gap=0.0))
+    assert not inside(raw.points, VASE.box, PARAMS.voxel_size).all()

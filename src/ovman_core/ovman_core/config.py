@@ -343,6 +343,7 @@ class MappingParams:
     outlier_std_ratio: Positive
     outlier_neighbours: Count
     segment_outlier_removal: bool
+    segment_depth_gap: NonNegative
     pixel_stride: Pixels
     min_segment_points: Count
     merge_distance: NonNegative

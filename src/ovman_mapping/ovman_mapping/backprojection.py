@@ -114,6 +114,28 @@ def remove_outliers(points: np.ndarray, neighbours: int, std_ratio: float) -> np
     return points[mean_distance <= limit]
 
 
+def nearest_largest_depth_parts(ids: np.ndarray, depth: np.ndarray, gap: float) -> np.ndarray:
+    """(N,) bool: the pixels (segment ``ids``, ``depth`` metres) of each segment's largest *depth
+    part*. A segment's depths, sorted, are split wherever consecutive ones differ by more than
+    ``gap``; the part with the most pixels is kept (ties: the nearest). A mask that spills over an
+    object's edge takes in the background metres behind it; this keeps the object."""
+    order = np.lexsort((depth, ids))
+    ids_sorted, depth_sorted = ids[order], depth[order]
+    new_segment = np.r_[True, ids_sorted[1:] != ids_sorted[:-1]]
+    starts = new_segment | np.r_[False, np.diff(depth_sorted) > gap]
+    part = np.cumsum(starts) - 1
+    sizes = np.bincount(part)
+    segment_of_part = np.cumsum(new_segment)[starts] - 1
+    # Per segment, its first part in the order (segment, most pixels first, nearest first).
+    ranked = np.lexsort((np.arange(len(sizes)), -sizes, segment_of_part))
+    first = np.r_[True, segment_of_part[ranked][1:] != segment_of_part[ranked][:-1]]
+    kept = np.zeros(len(sizes), dtype=bool)
+    kept[ranked[first]] = True
+    keep = np.empty(len(ids), dtype=bool)
+    keep[order] = kept[part]
+    return keep
+
+
 def segment_frame(
     rgb: np.ndarray,
     depth: np.ndarray | None,
@@ -165,6 +187,9 @@ def segment_frame(
     rows, cols = np.nonzero(valid)
     if len(rows) == 0:
         return []
+    if params.segment_depth_gap > 0.0:
+        keep = nearest_largest_depth_parts(sub_seg[rows, cols], sub_depth[rows, cols], params.segment_depth_gap)
+        rows, cols = rows[keep], cols[keep]
     v, u = rows * stride, cols * stride
     world = camera_points(
         intrinsics, camera_position, yaw_deg, horizon_deg, u.astype(float), v.astype(float), sub_depth[rows, cols]

@@ -41,6 +41,7 @@ class ClipSegmenter:
 
     kind = "clip"
     reads_simulator_segments = False
+    exact_labels = False
 
     def __init__(
         self, config: SegmenterConfig, encoder: EncoderConfig, vocabulary: Sequence[str] | None = None

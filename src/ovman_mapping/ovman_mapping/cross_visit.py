@@ -39,7 +39,7 @@ invalid; ``axes`` rows are the camera's optical x, y, z axes in the world frame.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -71,12 +71,14 @@ class PriorVisit:
 @dataclasses.dataclass(frozen=True)
 class Projection:
     """Points seen from one view: ``inside`` (N,) in the image and in front within the range, ``z``
-    their depth along the optical axis (m) and ``observed`` the frame's depth at their pixels (NaN
-    outside)."""
+    their depth along the optical axis (m), ``observed`` the frame's depth at their pixels (NaN
+    outside) and ``rows``/``cols`` the pixels of the inside points."""
 
     inside: np.ndarray
     z: np.ndarray
     observed: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
 
 
 def project(points: np.ndarray, view: DepthView, max_depth: float) -> Projection:
@@ -92,7 +94,7 @@ def project(points: np.ndarray, view: DepthView, max_depth: float) -> Projection
     rows, cols = v[inside].astype(int), u[inside].astype(int)
     observed = np.full(len(points), np.nan)
     observed[inside] = view.depth[rows, cols]
-    return Projection(inside, z, observed)
+    return Projection(inside, z, observed, rows, cols)
 
 
 def check_points(points: np.ndarray, count: int) -> np.ndarray:
@@ -132,9 +134,13 @@ class CheckClouds:
             face=np.max(extents * np.roll(extents, 1, axis=1), axis=1),
         )
 
-    def counts(self, view: DepthView, params: MappingParams) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def counts(
+        self, view: DepthView, params: MappingParams, other: Callable[[Projection], np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """Per instance, as ``view`` sees it: (visible points, points seen through, judged) (see
-        the module docstring); None when no point falls in the image."""
+        the module docstring); None when no point falls in the image. ``other``: per point, True
+        where the view shows something else there (fusion's label evidence, exact labels only);
+        such a visible point counts as seen through too."""
         p, count = params, len(self.needed)
         seen = project(self.points, view, p.max_depth)
         if not seen.inside.any():
@@ -143,6 +149,8 @@ class CheckClouds:
         with np.errstate(invalid="ignore"):
             visible = inside & np.isfinite(observed) & (observed > 0.0) & (observed >= z - p.vacancy_margin)
             through = visible & (observed > z + p.vacancy_margin)
+        if other is not None:
+            through |= visible & other(seen)
         n_visible = np.bincount(owner[visible], minlength=count)
         n_through = np.bincount(owner[through], minlength=count)
         n_inside = np.bincount(owner[inside], minlength=count)

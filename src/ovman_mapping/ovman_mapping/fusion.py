@@ -17,9 +17,11 @@ After the last frame:
 2. free-space evidence is read from every frame: an instance is *vacated* when, after its last
    sighting, a frame sees most (``mapping.vacancy_fraction``) of its visible points empty, and has
    *arrived* when a frame before its first sighting saw its place empty. A point is seen empty when
-   the observed depth lies more than ``mapping.vacancy_margin`` behind it (depth only: a learned
-   segmenter's labels change from frame to frame); points hidden behind something nearer do not
-   count.
+   the observed depth lies more than ``mapping.vacancy_margin`` behind it or, with a segmenter
+   whose labels are exact (``Segmenter.exact_labels``: the simulator's), when its pixel belongs to
+   no segment of the instance's label (a thin object leaves almost no depth step); a learned
+   segmenter's labels change from frame to frame, so there depth alone decides. Points hidden
+   behind something nearer do not count.
    Only frames in which the instance would cover ``mapping.vacancy_min_pixels`` judge it, and none
    that shows its label inside the image rectangle of its box at the box's depth;
 3. a vacated fragment is linked to the earliest later fragment with matching features that has
@@ -43,7 +45,7 @@ tracks and their fusion into instances (:class:`MapBuilder`), whose steps share 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,7 +56,7 @@ from ovman_core.camera import Intrinsics
 from ovman_core.config import MappingConfig
 from ovman_core.frames import optical_axes_thor
 from ovman_mapping.backprojection import SegmentObservation, segment_frame, voxel_codes
-from ovman_mapping.cross_visit import CheckClouds, DepthView, PriorVisit, cross_visit_evidence
+from ovman_mapping.cross_visit import CheckClouds, DepthView, PriorVisit, Projection, cross_visit_evidence
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, padded_crop
 from ovman_mapping.instances import (
     Instance,
@@ -391,8 +393,17 @@ class MapBuilder:
             p,
             extents=np.array([t.hi - t.lo for t in tracks]),
         )
+        # A segmenter whose labels never change (the simulator's) also shows an object gone where
+        # its pixels carry another label: a thin object leaves almost no depth step on the surface
+        # below it. A learned segmenter's labels change from frame to frame: depth only.
+        other = None
+        if self.segmenter.exact_labels:
+            codes: dict[str, int] = {}
+            owner_label = np.array([codes.setdefault(_majority(t.labels), len(codes)) for t in tracks])[checks.owner]
         for frame in self._frames:
-            counts = None if frame.depth is None else checks.counts(frame.view, p)
+            if self.segmenter.exact_labels:
+                other = _other_label(frame, codes, owner_label)
+            counts = None if frame.depth is None else checks.counts(frame.view, p, other)
             if counts is None:
                 continue
             n_visible, n_through, judged = counts
@@ -526,6 +537,24 @@ def _spread(positions: np.ndarray) -> float:
     floor = positions[:, [0, 2]]
     diff = floor[:, None, :] - floor[None]
     return float(np.sqrt((diff * diff).sum(axis=2)).max())
+
+
+def _other_label(frame: _Frame, codes: dict[str, int], owner_label: np.ndarray) -> Callable[[Projection], np.ndarray]:
+    """Per projected point: whether ``frame``'s segment at its pixel carries another label than
+    its instance's (``owner_label``, codes of ``codes``; no segment counts as another label)."""
+    top = max((int(i) for i in frame.labels), default=0)
+    table = np.full(top + 2, -1)
+    for segment_id, name in frame.labels.items():
+        if int(segment_id) > 0:
+            table[int(segment_id)] = codes.get(name, -1)
+
+    def other(seen: Projection) -> np.ndarray:
+        label = np.full(len(seen.inside), -1)
+        pixels = np.asarray(frame.segments)[seen.rows, seen.cols]
+        label[seen.inside] = table[np.clip(pixels, 0, len(table) - 1)]
+        return label != owner_label
+
+    return other
 
 
 def _label_in_box_view(track: _Track, frame: _Frame, margin: float) -> bool:

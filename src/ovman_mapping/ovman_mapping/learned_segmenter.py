@@ -103,6 +103,7 @@ class LearnedSegmenter:
 
     kind = "learned"
     reads_simulator_segments = False
+    exact_labels = False
 
     def __init__(self, config: SegmenterConfig, vocabulary: Sequence[str] | None = None) -> None:
         self.config = config

@@ -82,6 +82,9 @@ class Segmenter(Protocol):
 
     kind: str
     reads_simulator_segments: bool
+    exact_labels: bool
+    """Whether an object gets the same label in every frame (ground truth): then a pixel labelled
+    otherwise is evidence that the object is not there (fusion's vacancy test)."""
 
     @property
     def description(self) -> str:
@@ -100,6 +103,7 @@ class SimulatorSegmenter:
 
     kind = "simulator"
     reads_simulator_segments = True
+    exact_labels = True
     description = "simulator masks and labels"
 
     def warm_up(self) -> None:
