@@ -23,14 +23,15 @@ fused points, evenly subsampled to ``mapping.vacancy_check_points``. Per frame o
 - it sees the place *empty* when at least ``mapping.cross_visit_empty_fraction`` of the visible
   points have the observed depth more than ``mapping.vacancy_margin`` behind them (the view passes
   through where the object was), *occupied* when at most ``mapping.cross_visit_occupied_fraction``
-  have, and abstains between the two. (Lower than the within-visit ``vacancy_fraction``, which also
-  reads labels: a thin object's points lie a few centimetres above the surface it stood on, and
-  seen from above part of them do not pass the margin.)
+  have, and abstains between the two. (Lower than the within-visit ``vacancy_fraction``: a thin
+  object's points lie a few centimetres above the surface it stood on, and seen from above part
+  of them do not pass the margin.)
 
-The place was seen empty when more frames saw it empty than occupied. The per-frame counts
+The place was seen empty when more frames saw it empty than occupied. An instance no frame judged
+is in neither set: the other visit did not look, so nothing is claimed. The per-frame counts
 (:class:`CheckClouds`) are those of fusion's within-visit test too, which calls a place vacated
-when one frame after the last sighting sees ``mapping.vacancy_fraction`` of the points through. An instance no frame
-judged is in neither set: the other visit did not look, so nothing is claimed.
+when one frame after the last sighting sees ``mapping.vacancy_fraction`` of the points through
+(and, with a segmenter whose labels are exact, also counts a pixel labelled otherwise).
 
 World frame: AI2-THOR's (metres, y up); depth along the optical axis, metres, NaN or 0 where
 invalid; ``axes`` rows are the camera's optical x, y, z axes in the world frame.
