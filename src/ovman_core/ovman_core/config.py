@@ -512,7 +512,8 @@ class NavConfig:
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkParams:
-    """Benchmark run: arms, seeds, worker processes, moving-target tracking (m), the default dataset."""
+    """Benchmark run: arms, seeds, worker processes, moving-target tracking (m), the default dataset
+    (its single-change split and its multi-change part)."""
 
     arms: list[str]
     seeds: list[Seed]
@@ -520,6 +521,7 @@ class BenchmarkParams:
     track_gate: Positive
     default_scenes: Count
     default_per_relation: Count
+    default_multi_change_per_relation: CountOrZero
     default_seed: Seed
     encoder_threads: Threads
 

@@ -22,7 +22,9 @@ Above the headline, the run's facts, led by what the report could not use: the d
 :mod:`ovman_eval.runs.results`) and the embodied runs that could not be made (failure ``error``, with
 the world's message; counted as failures in every table).
 
-Sections: the headline, Figures, Tables (the paper's), Perception (the agent's segmenter on the
+Sections: the headline, Figures, Tables (the paper's), Multi-change split (the run's
+multi-change part, ``RUN/multi_change``, when it has one:
+:func:`ovman_eval.analysis.tables.multi_change_tables`), Perception (the agent's segmenter on the
 held-out perception homes, from its model's manifest), Map and memory (map and memory tables,
 the stress-condition comparison, ``map_quality.png``), Validity checks (seeds, memory margin,
 admissibility sweep, text queries, parser), Episodes. ``report.md`` links the figures;
@@ -57,6 +59,7 @@ from ovman_eval.analysis.sweep import read_sweep, sweep_table
 from ovman_eval.analysis.table import Table
 from ovman_eval.analysis.tables import (
     all_tables,
+    multi_change_tables,
     parser_confusion_table,
     parser_table,
     rejection_table,
@@ -65,6 +68,7 @@ from ovman_eval.runs.results import (
     ARM_ORDER,
     BASELINE,
     EMBODIED_ERROR,
+    MULTI_CHANGE_PART,
     RESULTS,
     RUN_FILE,
     TIMINGS,
@@ -257,6 +261,30 @@ def perception_tables(run_dir: Path) -> list[Table] | str:
     return tables
 
 
+def _multi_change_part(run_dir: Path) -> tuple[tuple[str, str], list[Table]] | str | None:
+    """The run's multi-change part (``RUN/multi_change``): a fact and its tables; why it cannot be
+    tabulated (unfinished, or no intact episode); None when the run has no such part."""
+    part = run_dir / MULTI_CHANGE_PART
+    if not part.is_dir():
+        return None
+    if not (part / RESULTS).is_file():
+        return f"unfinished: {part} has no {RESULTS} yet; {RECOMPUTE}"
+    read = read_results(part)
+    records, incomplete = complete_episodes(read)
+    if not records:
+        return f"unavailable: no episode of {part / RESULTS} has an intact line for every arm and seed; {RECOMPUTE}"
+    request = _read_json(part / RUN_FILE).get("identity", {}).get("request", {})
+    wall = _read_json(part / TIMINGS).get("wall_s", float("nan"))
+    skipped = f"; {len(read.damaged)} damaged lines skipped, left out: {', '.join(incomplete)}" if read.damaged else ""
+    fact = (
+        "multi-change part",
+        f"{request.get('dataset', '?')}: {len({r.episode_id for r in records})} episodes in "
+        f"{len({r.group_id for r in records})} groups, baseline; wall time {wall:.1f} s (tables under "
+        f'"Multi-change split"){skipped}',
+    )
+    return fact, multi_change_tables(records)
+
+
 def _embed(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
@@ -331,6 +359,12 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
         tables.append(rejection_table(generation))
     else:
         facts.append(("generation rejections", "unavailable: the run's dataset has no readable manifest"))
+    part = _multi_change_part(run_dir)
+    if isinstance(part, str):
+        facts.append(("multi-change part", part))
+    elif part is not None:
+        facts.append(part[0])
+        tables.extend(part[1])
     md_path = run_dir / REPORT_MD
     html_path = run_dir / REPORT_HTML
     content = ReportContent(run_dir, facts, tables, summary, episodes, by_episode)
@@ -368,6 +402,7 @@ def _episode_row(recs: Sequence[ResultRecord]) -> list[str]:
 EPISODE_ERROR_NOTE = f"{EMBODIED_ERROR} = the embodied run could not be made, see embodied errors above"
 
 SECTIONS = (
+    ("Multi-change split", ("multi_change", "multi_change_rung"), ()),
     ("Perception", ("perception", "perception_confusions"), ()),
     ("Map and memory", ("maps", "memory", "appearance", "stress_success", "stress_maps"), ("map_quality.png",)),
     ("Validity checks", ("seeds", "margin", "sweep", "rejections", "text_queries", "parser", "parser_confusion"), ()),

@@ -25,7 +25,9 @@ the paper's (TASK.md §6-8):
 - :func:`text_query_table`: the relation supplied versus inferred from the query's text;
   :func:`parser_table`: the parser's accuracy on its training and held-out phrasings;
 - :func:`map_table`, :func:`memory_table`: the map and memory diagnostics (AEC, PA, TBS per visit;
-  SIR and change-kind precision/recall per arm).
+  SIR and change-kind precision/recall per arm);
+- :func:`multi_change_tables`: the run's multi-change part, every arm per relation and the
+  grounding-handed-over rung with exact McNemar.
 
 Tables of paired comparisons use one run seed (``seed``, default the smallest in the records),
 so every episode has one outcome per arm. Single-visit comparisons use its seeded pick, except
@@ -804,6 +806,61 @@ def rejection_table(generation: dict) -> Table:
     )
     header = ("relation", "episodes", "candidates", "shortfall", *reasons)
     return Table("rejections", "Generation: candidates and rejections per relation", header, tuple(rows), notes)
+
+
+# ---- the multi-change split ---------------------------------------------------------------------
+
+
+def multi_change_tables(records: Iterable[ResultRecord], seed: int | None = None) -> list[Table]:
+    """The run's multi-change part (2-3 changed instances of the queried category): every arm per
+    relation (static) with its overall static and embodied success; and the ``oracle_grounding`` rung
+    (the paper's "grounding handed over") against ``two_visit`` per relation and overall, with exact
+    McNemar (its table only when both arms ran)."""
+    o = Outcomes(records, seed)
+    groups = len({o.info[e].group_id for e in o.episodes})
+    header = ["arm", *o.relations, "static overall [95% CI]"]
+    if o.embodied:
+        header.append("embodied overall [95% CI]")
+    rows = []
+    for arm in o.arms:
+        row = _per_relation_row(o, arm, STATIC)
+        if o.embodied:
+            row.append(fmt_ci(*o.count(arm, EMBODIED)))
+        rows.append((arm, *row))
+    notes = (
+        f"{len(o.episodes)} episodes in {groups} groups; each group changes 2-3 instances of the queried category "
+        "(moved, removed, added, set moving) and asks one query per relation its changes answer.",
+        "Static gate per relation; the overall columns as in the headline.",
+        _seed_note(o),
+    )
+    tables = [Table("multi_change", "Multi-change split: every arm", tuple(header), tuple(rows), notes)]
+    lower, upper = RUNGS[0], RUNGS[1]
+    if lower in o.arms and upper in o.arms:
+        rung_rows = []
+        for relation, episodes in [*((rel, o.relation_episodes(rel)) for rel in o.relations), ("overall", o.episodes)]:
+            row = [relation]
+            for gate in _gates(o):
+                wins, losses, p = _mcnemar(o, upper, lower, gate, episodes)
+                row += [fmt_rate(*o.count(lower, gate, episodes)), fmt_rate(*o.count(upper, gate, episodes))]
+                row += [f"{wins}:{losses}", fmt_p(p)]
+            rung_rows.append(tuple(row))
+        rung_header = ["relation"]
+        for gate in _gates(o):
+            rung_header += [f"{lower} ({gate})", f"{upper} ({gate})", f"wins:losses ({gate})", f"p ({gate})"]
+        tables.append(
+            Table(
+                "multi_change_rung",
+                "Multi-change split: grounding handed over (the oracle_grounding rung)",
+                tuple(rung_header),
+                tuple(rung_rows),
+                (
+                    f"{upper}: the agent's own maps, each instance's category taken from ground truth; wins:losses "
+                    f"of {upper} over {lower}, exact McNemar on the discordant episodes (not adjusted).",
+                    _seed_note(o),
+                ),
+            )
+        )
+    return tables
 
 
 def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list[Table]:

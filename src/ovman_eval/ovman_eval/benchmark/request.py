@@ -64,13 +64,16 @@ class EpisodeSetupError(BenchmarkError):
 class BenchmarkRequest:
     """What to run: ``arms`` × ``seeds`` on every episode of ``dataset``; embodied unless
     ``static_only``; also under each stress condition in ``conditions`` (``low_light``,
-    ``texture``), compared with the baseline on the same episodes."""
+    ``texture``), compared with the baseline on the same episodes. ``multi_change``: a dataset of
+    the multi-change split run with the same arms and seeds (baseline only) as the run's part
+    :data:`ovman_eval.runs.results.MULTI_CHANGE_PART` (None: no such part)."""
 
     dataset: Path
     arms: tuple[Arm, ...]
     seeds: tuple[int, ...]
     static_only: bool = False
     conditions: tuple[str, ...] = ()
+    multi_change: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
@@ -89,7 +92,15 @@ class BenchmarkRequest:
         }
         if self.conditions:  # absent for baseline runs: their identity is what it was before conditions
             document["conditions"] = list(self.conditions)
+        if self.multi_change is not None:  # absent without the part, as for conditions
+            document["multi_change"] = str(self.multi_change)
         return document
+
+    def multi_change_part(self) -> BenchmarkRequest:
+        """The request of the multi-change part: its dataset, the same arms, seeds and mode."""
+        if self.multi_change is None:
+            raise BenchmarkError("the request has no multi-change part")
+        return BenchmarkRequest(self.multi_change, self.arms, self.seeds, self.static_only)
 
 
 def parse_conditions(text: str | Sequence[str]) -> tuple[str, ...]:

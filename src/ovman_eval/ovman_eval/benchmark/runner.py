@@ -55,6 +55,12 @@ unit; every result depends only on its episode, so any number of workers writes 
 A worker that dies (SIGKILL, the OOM killer) stops the run with :class:`WorkerDiedError`, naming
 it, its signal or exit status and the unit it was computing; the finished units are kept.
 
+The multi-change part (``BenchmarkRequest.multi_change``: a dataset of the multi-change split,
+2-3 changed instances of the queried category) is run after the run's own units, with the same
+arms, seeds and mode (baseline only), as a run directory of its own inside the run
+(``RUN/multi_change``, :data:`ovman_eval.runs.results.MULTI_CHANGE_PART`); the run is finished
+only once its part is, so rerunning the command resumes either.
+
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ from ovman_eval.runs.pool import PoolBrokenError, run_pool
 from ovman_eval.runs.results import (
     BASELINE,
     FORMAT_VERSION,
+    MULTI_CHANGE_PART,
     EpisodeSketch,
     ResultRecord,
 )
@@ -174,7 +181,9 @@ def run_benchmark(
     records = checked_episodes(dataset, full=full_validation)
     if not records:
         raise BenchmarkError(f"{dataset}: the dataset holds no episodes")
-    config = configured_for(config, records)
+    if request.multi_change is not None:
+        check_multi_change(request.multi_change, full_validation)
+    base_config, config = config, configured_for(config, records)
     recorded = sorted({r.scene.condition for r in records} - {BASELINE})
     if request.conditions and recorded:
         raise BenchmarkError(
@@ -234,9 +243,43 @@ def run_benchmark(
                     ) from None
         finally:
             files.close()
+        if request.multi_change is not None:
+
+            def part_progress(p: RunProgress) -> None:
+                if progress is not None:
+                    progress(dataclasses.replace(p, last=f"{p.last} ({MULTI_CHANGE_PART} part)"))
+
+            try:
+                run_benchmark(
+                    request.multi_change_part(),
+                    base_config,
+                    run_dir=run_dir / MULTI_CHANGE_PART,
+                    workers=workers,
+                    cache_dir=cache_dir,
+                    world_factory=world_factory,
+                    progress=part_progress,
+                    warn=warn,
+                    full_validation=full_validation,
+                )
+            except WorkerDiedError as err:  # the run resumes as a whole, from its own directory
+                raise WorkerDiedError(f"{err} (its {MULTI_CHANGE_PART} part)", run_dir) from None
         episode_order = {r.episode_id: k for k, r in enumerate(records)}
         ordered = files.finish(expected_keys(records, request), episode_order, group_order(records), workers)
         return RunSummary(run_dir, ordered, dict(files.timings))
+
+
+def check_multi_change(dataset: Path, full_validation: bool = False) -> None:
+    """Refuse ``dataset`` as a run's multi-change part unless it passes the dataset checks and every
+    episode is of the multi-change split."""
+    records = checked_episodes(Path(dataset), full=full_validation)
+    if not records:
+        raise BenchmarkError(f"{dataset}: the multi-change dataset holds no episodes")
+    splits = sorted({r.split for r in records} - {"multi_change"})
+    if splits:
+        raise BenchmarkError(
+            f"{dataset}: a multi-change part must hold the multi-change split only (`ovman generate --multi-change`), "
+            f"but episodes are split {', '.join(repr(s) for s in splits)}"
+        )
 
 
 def _unit_evaluator(

@@ -7,6 +7,7 @@ Examples::
     ovman benchmark --dataset data/ovman-single --arms two_visit,single_visit --seeds 0,1,2 --static-only
     ovman benchmark --default-dataset data/default --condition low_light --out runs/   # against the baseline
     ovman benchmark --default-dataset data/default --seeds 3 --sweep --out runs/      # seeds 0,1,2 + the sweep
+    ovman benchmark --dataset data/ovman-single --multi-change data/ovman-multi --out runs/  # both splits
     ovman report runs/20250101-120000
     ovman show moved-0003 --dataset data/ovman-single --out moved-0003.png
 
@@ -15,6 +16,12 @@ Examples::
 request, the whole configuration and the source of the code that generates episodes; an
 interrupted generation resumes, a finished one is reused. Running the same benchmark command
 again resumes an unfinished run (see :mod:`ovman_eval.benchmark.runner`).
+
+``--default-dataset`` also generates the default multi-change part (2-3 changed instances of the
+queried category; ``benchmark_node.benchmark.default_multi_change_per_relation`` groups per
+relation, 0 = none) and runs it with the same arms and seeds into ``RUN/multi_change``; the
+report's "Multi-change split" tabulates it. ``--multi-change DIR`` names another multi-change
+dataset (with ``--dataset`` too).
 
 ``--condition low_light|texture`` (repeatable, or comma-separated) also evaluates every episode
 re-rendered under the stress condition and compares it with the baseline on the same episodes
@@ -105,6 +112,13 @@ def add(parser: argparse.ArgumentParser) -> object:
         "every episode line, start poses, recordings' metadata) or full (also every recorded frame and the "
         "recomputed answers); a dataset that fails is refused",
     )
+    parser.add_argument(
+        "--multi-change",
+        metavar="DIR",
+        help="also run a dataset of the multi-change split (`ovman generate --multi-change`) with the same arms and "
+        'seeds, into RUN/multi_change, tabulated in the report\'s "Multi-change split" (with --default-dataset: '
+        "the default multi-change part, benchmark.default_multi_change_per_relation, unless this names another)",
+    )
     parser.add_argument("--cache", help="map cache directory (default OUT/.cache/maps)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.md/report.html")
     parser.add_argument(
@@ -123,32 +137,38 @@ def generation_code_fingerprint() -> str:
     return source_fingerprint(GENERATION_SOURCES)
 
 
-def default_dataset(root: Path, config: OvmanConfig, workers: int, quiet: bool) -> Path:
-    """The default dataset under ``root`` (generated now unless a complete one with the same key exists)."""
+def default_dataset(root: Path, config: OvmanConfig, workers: int, quiet: bool, multi_change: bool = False) -> Path:
+    """The default dataset under ``root`` (generated now unless a complete one with the same key
+    exists): its single-change split, or with ``multi_change`` its multi-change part
+    (``benchmark.default_multi_change_per_relation`` groups per relation in the same homes)."""
     from ovman_eval.cli.generate import ProgressBar, summary_text
     from ovman_eval.generation.dataset import DatasetError, generate_dataset, read_manifest
     from ovman_eval.generation.plan import GenerationRequest
 
     params = config.benchmark_node.benchmark
+    per_relation = params.default_multi_change_per_relation if multi_change else params.default_per_relation
     request = GenerationRequest(
         world="embedded",
         scenes=tuple(f"embedded-{k}" for k in range(params.default_scenes)),
-        per_relation=params.default_per_relation,
+        per_relation=per_relation,
         seed=params.default_seed,
+        multi_change=multi_change,
         relations=tuple(Relation),
     )
     identity = {"request": request.to_dict(), "config": to_document(config), "code": generation_code_fingerprint()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-    directory = root / f"embedded-{params.default_scenes}x{params.default_per_relation}-{key}"
+    part = "-multi" if multi_change else ""
+    directory = root / f"embedded-{params.default_scenes}x{per_relation}{part}-{key}"
     try:
         if read_manifest(directory).get("complete"):
             print(f"ovman benchmark: using the cached default dataset {directory}", file=sys.stderr)
             return directory
     except DatasetError:
         pass  # not generated yet (or interrupted): generate_dataset creates or resumes it
+    what = "groups per relation of the multi-change part" if multi_change else "episodes per relation"
     print(
         f"ovman benchmark: generating the default dataset ({params.default_scenes} embedded homes, "
-        f"{params.default_per_relation} episodes per relation) into {directory}",
+        f"{per_relation} {what}) into {directory}",
         file=sys.stderr,
     )
     bar = None if quiet else ProgressBar(sys.stderr, config.benchmark_node.generation.progress_period_s)
@@ -182,7 +202,10 @@ def run(args: argparse.Namespace) -> int:
             if args.dataset
             else default_dataset(Path(args.default_dataset), config, workers, args.quiet)
         )
-        request = BenchmarkRequest(dataset, arms, tuple(seeds), args.static_only, conditions)
+        multi_change = Path(args.multi_change) if args.multi_change else None
+        if args.default_dataset and multi_change is None and params.default_multi_change_per_relation > 0:
+            multi_change = default_dataset(Path(args.default_dataset), config, workers, args.quiet, multi_change=True)
+        request = BenchmarkRequest(dataset, arms, tuple(seeds), args.static_only, conditions, multi_change)
     except (ConfigError, BenchmarkError, DatasetError, ValueError) as err:
         print(f"ovman benchmark: {err}", file=sys.stderr)
         return 2
@@ -244,6 +267,12 @@ def run(args: argparse.Namespace) -> int:
         md, html_path = write_report(summary.run_dir, episode_figures=not args.no_episode_figures, workers=workers)
         report_note = f"; report {md} and {html_path} ({time.monotonic() - clock:.1f} s)"
     print(run_summary_text(summary.records))
+    if request.multi_change is not None:
+        from ovman_eval.analysis.tables import headline_table
+        from ovman_eval.runs.results import MULTI_CHANGE_PART, read_results
+
+        part = headline_table(read_results(summary.run_dir / MULTI_CHANGE_PART))
+        print(f"\nMulti-change part ({request.multi_change}):\n{part.text()}")
     print(f"\nrun {summary.run_dir}: {len(summary.records)} results in {run_s:.1f} s{report_note}")
     return 0
 
@@ -259,6 +288,8 @@ def resume_command(
         words.append("--static-only")
     if request.conditions:
         words += ["--condition", ",".join(request.conditions)]
+    if request.multi_change is not None:
+        words += ["--multi-change", str(request.multi_change)]
     if args.validate != "cheap":
         words += ["--validate", args.validate]
     if args.config:

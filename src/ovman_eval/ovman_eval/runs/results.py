@@ -40,7 +40,9 @@ Files of a run directory ``runs/<stamp>/`` (written by :mod:`ovman_eval.benchmar
   order, then dataset order, then arm order, then seed), written atomically; byte-identical
   whatever the number of workers. Here a last line without its newline is damaged (truncated);
 - ``timings.json`` and ``finished.json`` (the clean-finish marker: the run is finished when it
-  exists, whatever its lines hold), then ``report.md``/``report.html``.
+  exists, whatever its lines hold), then ``report.md``/``report.html``;
+- ``multi_change/``: the run's multi-change part when it has one, a run directory of the same
+  layout (without a report), finished before the run is.
 
 Frames and units: AI2-THOR world frame, metres; points are floor (x, z).
 
@@ -79,6 +81,8 @@ PARTIAL_SKETCHES = "sketches.partial.jsonl"
 TIMINGS = "timings.json"
 FINISHED = "finished.json"
 LOCK = "benchmark.lock"
+MULTI_CHANGE_PART = "multi_change"
+"""Sub-directory of a run holding its multi-change part (see the module docstring)."""
 
 EMBODIED_ERROR = "error"
 """EmbodiedResult.failure of an embodied run that could not be made (its ``message`` says why): a
@@ -597,6 +601,7 @@ __all__ = [
     "FINISHED",
     "FORMAT_VERSION",
     "LOCK",
+    "MULTI_CHANGE_PART",
     "PARTIAL_RESULTS",
     "PARTIAL_SKETCHES",
     "RESULTS",
