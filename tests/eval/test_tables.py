@@ -10,7 +10,7 @@ import pytest
 
 from ovman_core.config import load_config
 from ovman_eval.analysis.stats import holm, mcnemar_exact, poisson_binomial_sf, wilson_interval
-from ovman_eval.analysis.table import EMBODIED, STATIC, Table, TableError
+from ovman_eval.analysis.table import EMBODIED, STATIC, Table, TableError, fmt_p, fmt_rate
 from ovman_eval.analysis.tables import (
     Outcomes,
     all_tables,
@@ -20,6 +20,7 @@ from ovman_eval.analysis.tables import (
     error_budget,
     failure_table,
     headline_table,
+    maintained_table,
     map_table,
     margin_table,
     memory_table,
@@ -315,3 +316,22 @@ def test_parser_table_reports_accuracy_and_the_held_out_confusion():
     assert confusion.header[0] == "asked" and confusion.header[-1] == "failed"
     assert sum(int(c) for row in confusion.rows for c in row[1:]) == held_out.total
     assert cell(confusion, "stable", "stable") == str(held_out.confusion["stable"].get("stable", 0))
+
+
+def test_fig_4_pairs_the_maintained_map_with_the_two_visit_reading_per_relation_with_exact_mcnemar():
+    records = paired({"oracle_grounding": ORACLE, "maintained_map": TWO})
+    table = maintained_table(records)
+    assert table is not None and table.key == "maintained"
+    o = Outcomes(records)
+    overall = table.rows[-1]
+    assert overall[0] == "overall"
+    wins = sum(g and not m for g, m in zip(ORACLE, TWO, strict=True))
+    losses = sum(m and not g for g, m in zip(ORACLE, TWO, strict=True))
+    assert cell(table, "overall", "wins:losses (static)") == f"{wins}:{losses}"
+    assert cell(table, "overall", "p (static)") == fmt_p(mcnemar_exact(wins, losses))
+    for relation in o.relations:
+        episodes = o.relation_episodes(relation)
+        k, n = o.count("maintained_map", STATIC, episodes)
+        assert cell(table, relation, "maintained_map (static)") == fmt_rate(k, n)
+    assert maintained_table(paired({"oracle_grounding": ORACLE, "two_visit": TWO})) is None
+    assert "maintained" in [t.key for t in all_tables(records)]

@@ -10,6 +10,7 @@
 | oracle_positions | the ground-truth world states: positions and identities; the decision rules still run |
 | given_answer | the true answer point (the certification oracle) |
 | category_only | the visit-2 map: the best instance of the category (ObjectNav behaviour) |
+| maintained_map | one map maintained across both visits (DualMap's reading), grounded as oracle_grounding |
 
 Frames: AI2-THOR world (metres); points are floor (x, z).
 """
@@ -31,6 +32,8 @@ from ovman_query.agent import ReferenceAgent, candidates, grounding_phrase
 from ovman_query.association import STAGE_IDENTITY, Association, MatchedPair
 from ovman_query.decisions import Candidate, ChangeEvidence, Prediction, decide
 from ovman_query.grounding import Grounding, grounding_from_scores
+from ovman_query.maintained import answer as maintained_answer
+from ovman_query.maintained import maintain
 from ovman_query.parser import ParseError, Query
 
 
@@ -45,6 +48,7 @@ class Arm(str, enum.Enum):
     ORACLE_POSITIONS = "oracle_positions"
     GIVEN_ANSWER = "given_answer"
     CATEGORY_ONLY = "category_only"
+    MAINTAINED_MAP = "maintained_map"
 
 
 PARSE_FAILED = "parse failed"
@@ -167,6 +171,23 @@ def oracle_grounding(
         agent.associate(map1, map2),
     )
     return decide(query.relation, query.noun_phrase, evidence, agent.config.task, Arm.ORACLE_GROUNDING.value)
+
+
+def maintained_map(
+    agent: ReferenceAgent,
+    map1: InstanceMap,
+    map2: InstanceMap,
+    query: Query,
+    shares1: TrueShares,
+    shares2: TrueShares,
+) -> Prediction:
+    """The same observations read as one map maintained across both visits (DualMap's reading,
+    :mod:`ovman_query.maintained`), grounding handed over as in :func:`oracle_grounding`: the
+    paper's Fig. 4 pairs the two."""
+    category = _category(query, Arm.MAINTAINED_MAP)
+    maintained = maintain(map1, map2, agent.associate(map1, map2))
+    grounding = {1: truth_grounding(map1, shares1, category), 2: truth_grounding(map2, shares2, category)}
+    return maintained_answer(maintained, query.relation, query.noun_phrase, grounding, Arm.MAINTAINED_MAP.value)
 
 
 def _state_candidates(

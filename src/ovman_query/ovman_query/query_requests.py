@@ -15,8 +15,8 @@
 
 then runs the arm: ``ANSWERED`` with a point, or ``ABSTAINED`` (also when nothing in the maps
 scores ``grounding.min_score`` against the noun phrase). The arms given ground truth
-(sim_perception: the simulator's segments; oracle_grounding: the true category of every map
-instance; oracle_positions, given_answer) are refused: query_node never receives ground truth, so
+(sim_perception: the simulator's segments; oracle_grounding and maintained_map: the true category
+of every map instance; oracle_positions, given_answer) are refused: query_node never receives ground truth, so
 the benchmark calls their functions in :mod:`ovman_query.arms` in process.
 
 Excluded ids (``Query.exclude_ids``) name visit-2 instances that must not be the answer: for the
@@ -45,7 +45,9 @@ from ovman_query.decisions import ChangeEvidence, Prediction, decide
 from ovman_query.grounding import GroundingError
 from ovman_query.parser import ParseError, Query
 
-GROUND_TRUTH_ARMS = frozenset({Arm.SIM_PERCEPTION, Arm.ORACLE_GROUNDING, Arm.ORACLE_POSITIONS, Arm.GIVEN_ANSWER})
+GROUND_TRUTH_ARMS = frozenset(
+    {Arm.SIM_PERCEPTION, Arm.ORACLE_GROUNDING, Arm.ORACLE_POSITIONS, Arm.GIVEN_ANSWER, Arm.MAINTAINED_MAP}
+)
 """Arms that need the episode's ground truth; not served from maps."""
 TWO_MAP_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT})
 """Arms that need both visits' maps; the others need the visit-2 map only."""

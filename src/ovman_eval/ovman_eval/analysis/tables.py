@@ -27,7 +27,9 @@ the paper's (TASK.md §6-8):
 - :func:`map_table`, :func:`memory_table`: the map and memory diagnostics (AEC, PA, TBS per visit;
   SIR and change-kind precision/recall per arm);
 - :func:`multi_change_tables`: the run's multi-change part, every arm per relation and the
-  grounding-handed-over rung with exact McNemar.
+  grounding-handed-over rung with exact McNemar;
+- :func:`maintained_table` (Fig. 4): the maintained map against the two-visit reading, both with
+  grounding handed over, per relation with exact McNemar.
 
 Tables of paired comparisons use one run seed (``seed``, default the smallest in the records),
 so every episode has one outcome per arm. Single-visit comparisons use its seeded pick, except
@@ -834,33 +836,56 @@ def multi_change_tables(records: Iterable[ResultRecord], seed: int | None = None
         _seed_note(o),
     )
     tables = [Table("multi_change", "Multi-change split: every arm", tuple(header), tuple(rows), notes)]
-    lower, upper = RUNGS[0], RUNGS[1]
-    if lower in o.arms and upper in o.arms:
-        rung_rows = []
-        for relation, episodes in [*((rel, o.relation_episodes(rel)) for rel in o.relations), ("overall", o.episodes)]:
-            row = [relation]
-            for gate in _gates(o):
-                wins, losses, p = _mcnemar(o, upper, lower, gate, episodes)
-                row += [fmt_rate(*o.count(lower, gate, episodes)), fmt_rate(*o.count(upper, gate, episodes))]
-                row += [f"{wins}:{losses}", fmt_p(p)]
-            rung_rows.append(tuple(row))
-        rung_header = ["relation"]
+    rung = _paired_by_relation(
+        o,
+        RUNGS[0],
+        RUNGS[1],
+        "multi_change_rung",
+        "Multi-change split: grounding handed over (the oracle_grounding rung)",
+        f"{RUNGS[1]}: the agent's own maps, each instance's category taken from ground truth.",
+    )
+    return tables if rung is None else [*tables, rung]
+
+
+def _paired_by_relation(o: Outcomes, lower: str, upper: str, key: str, title: str, note: str) -> Table | None:
+    """Per relation and overall, ``lower`` against ``upper`` under every gate of the run: both
+    success rates, wins:losses of ``upper`` and the exact McNemar p (not adjusted); None unless both
+    arms ran."""
+    if lower not in o.arms or upper not in o.arms:
+        return None
+    rows = []
+    for relation, episodes in [*((rel, o.relation_episodes(rel)) for rel in o.relations), ("overall", o.episodes)]:
+        row = [relation]
         for gate in _gates(o):
-            rung_header += [f"{lower} ({gate})", f"{upper} ({gate})", f"wins:losses ({gate})", f"p ({gate})"]
-        tables.append(
-            Table(
-                "multi_change_rung",
-                "Multi-change split: grounding handed over (the oracle_grounding rung)",
-                tuple(rung_header),
-                tuple(rung_rows),
-                (
-                    f"{upper}: the agent's own maps, each instance's category taken from ground truth; wins:losses "
-                    f"of {upper} over {lower}, exact McNemar on the discordant episodes (not adjusted).",
-                    _seed_note(o),
-                ),
-            )
-        )
-    return tables
+            wins, losses, p = _mcnemar(o, upper, lower, gate, episodes)
+            row += [fmt_rate(*o.count(lower, gate, episodes)), fmt_rate(*o.count(upper, gate, episodes))]
+            row += [f"{wins}:{losses}", fmt_p(p)]
+        rows.append(tuple(row))
+    header = ["relation"]
+    for gate in _gates(o):
+        header += [f"{lower} ({gate})", f"{upper} ({gate})", f"wins:losses ({gate})", f"p ({gate})"]
+    notes = (
+        f"{note} wins:losses of {upper} over {lower}, exact McNemar on the discordant episodes (not adjusted).",
+        _seed_note(o),
+    )
+    return Table(key, title, tuple(header), tuple(rows), notes)
+
+
+def maintained_table(records: Iterable[ResultRecord], seed: int | None = None) -> Table | None:
+    """Fig. 4: per relation, one map maintained across both visits (``maintained_map``, DualMap's
+    reading) against the two-visit reading of the same maps (``oracle_grounding``), both with
+    grounding handed over; None unless both arms ran."""
+    return _paired_by_relation(
+        Outcomes(records, seed),
+        "maintained_map",
+        "oracle_grounding",
+        "maintained",
+        "Fig. 4: a maintained map against two visits, grounding handed over",
+        "The same per-visit maps, read as one map maintained across both visits (maintained_map: re-observed "
+        "instances updated, superseded positions dropped, instances seen gone removed; former and removed answered "
+        "only from what it retains) or as two visits (oracle_grounding); both ground by the true category of "
+        "each map instance.",
+    )
 
 
 def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list[Table]:
@@ -878,6 +903,7 @@ def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list
         anti_shortcut_table(records, seed),
         single_vs_two_table(records, seed),
         text_query_table(records, seed),
+        maintained_table(records, seed),
         relation_comparisons_table(records, STATIC, "two_visit", seed),
         relation_comparisons_table(records, EMBODIED, "two_visit", seed),
         pairwise_table(records, STATIC, seed),

@@ -324,10 +324,11 @@ class GroupEvaluator:
             )
         if arm is Arm.SIM_PERCEPTION:
             return arm_functions.sim_perception(agent, maps.map1, maps.map2, query)
-        if arm is Arm.ORACLE_GROUNDING:
+        if arm in (Arm.ORACLE_GROUNDING, Arm.MAINTAINED_MAP):
             if set(maps.shares) != {1, 2}:
-                raise BenchmarkError(f"group {maps.group_id}: oracle_grounding needs the true categories of both maps")
-            return arm_functions.oracle_grounding(agent, maps.map1, maps.map2, query, maps.shares[1], maps.shares[2])
+                raise BenchmarkError(f"group {maps.group_id}: {arm.value} needs the true categories of both maps")
+            read = arm_functions.oracle_grounding if arm is Arm.ORACLE_GROUNDING else arm_functions.maintained_map
+            return read(agent, maps.map1, maps.map2, query, maps.shares[1], maps.shares[2])
         if arm is Arm.ORACLE_POSITIONS:
             truth = maps.truth
             return arm_functions.oracle_positions(agent, truth.visit1, truth.visit2_end, query, record.moving_id)

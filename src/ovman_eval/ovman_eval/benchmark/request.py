@@ -32,7 +32,7 @@ from ovman_mapping.segmenter import with_segmenter
 from ovman_query.arms import Arm
 from ovman_sim.world import World
 
-MAP_ARMS = {Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.SIM_PERCEPTION, Arm.ORACLE_GROUNDING}
+MAP_ARMS = {Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.SIM_PERCEPTION, Arm.ORACLE_GROUNDING, Arm.MAINTAINED_MAP}
 """Arms that read both maps and the agent's association (their diagnostics include memory)."""
 VISIT2_ARMS = {Arm.SINGLE_VISIT, Arm.CATEGORY_ONLY}
 """Arms that read only the visit-2 map."""

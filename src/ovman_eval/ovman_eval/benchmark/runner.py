@@ -25,8 +25,10 @@ is inferred by the parser), ``sim_perception`` (the same agent on maps built fro
 segments, from the same reading of the recordings), ``single_visit`` (a seeded uniform pick among
 the visit-2 grounded instances; its seed comes from ``query_node.seed``, the run seed and the
 episode id), ``oracle_grounding`` (the agent's maps, grounded by the true category of each
-instance's points: ``GroupMaps.shares``), ``oracle_positions``, ``given_answer`` and the
-``category_only`` baseline (:mod:`ovman_query.arms`). Every arm but sim_perception reads the
+instance's points: ``GroupMaps.shares``), ``oracle_positions``, ``given_answer``, the
+``category_only`` baseline and ``maintained_map`` (the same maps read as one map maintained across
+both visits, DualMap's reading, grounded as oracle_grounding: :mod:`ovman_query.maintained`)
+(:mod:`ovman_query.arms`). Every arm but sim_perception reads the
 agent's maps, built with ``mapping_node.segmenter`` (the learned segmenter by default: pixels
 only), and its moving-target tracker segments the live frames with that segmenter.
 The agent is given the category and the relation (the paper's default) except in two_visit_text.

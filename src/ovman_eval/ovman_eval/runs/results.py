@@ -100,6 +100,7 @@ ARM_ORDER: tuple[str, ...] = (
     "oracle_positions",
     "given_answer",
     "category_only",
+    "maintained_map",
 )
 """Arms (ovman_query.arms.Arm values) in the order of tables and results files: the agent, its
 sim_perception diagnostic, the single-visit arm, the rungs of the error budget, then the
