@@ -116,9 +116,10 @@ def test_html_report_embeds_the_summary_figures_and_links_the_episodes(reported)
     assert len(embedded) == 5
     assert all(base64.b64decode(data).startswith(PNG_MAGIC) for data in embedded)
     assert "href='figures/episodes/e3.png'" in page
-    # + the parser's accuracy and confusion, the perception tables and the episode table
+    # + the parser's accuracy and confusion, the side-by-side with the paper, the perception tables and the episodes
     perception = perception_tables(run_dir)
-    assert page.count("<table>") == len(all_tables(read_results(run_dir))) + 3 + len(perception)
+    assert page.count("<table>") == len(all_tables(read_results(run_dir))) + 4 + len(perception)
+    assert "<h2>Side by side with the paper</h2>" in page
     assert "Query parser: per-relation confusion (held-out)" in page
 
 

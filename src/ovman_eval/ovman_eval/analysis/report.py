@@ -24,7 +24,8 @@ the world's message; counted as failures in every table).
 
 Sections: the headline, Figures, Tables (the paper's), Multi-change split (the run's
 multi-change part, ``RUN/multi_change``, when it has one:
-:func:`ovman_eval.analysis.tables.multi_change_tables`), Perception (the agent's segmenter on the
+:func:`ovman_eval.analysis.tables.multi_change_tables`), Side by side with the paper (each number
+the paper quotes next to ours: :mod:`ovman_eval.analysis.paper`), Perception (the agent's segmenter on the
 held-out perception homes, from its model's manifest), Map and memory (map and memory tables,
 the stress-condition comparison, ``map_quality.png``), Validity checks (seeds, memory margin,
 admissibility sweep, text queries, parser), Episodes. ``report.md`` links the figures;
@@ -55,6 +56,7 @@ from ovman_eval.analysis.figures import (
     figure_relations,
     figure_scenes,
 )
+from ovman_eval.analysis.paper import side_by_side_table
 from ovman_eval.analysis.sweep import read_sweep, sweep_table
 from ovman_eval.analysis.table import Table
 from ovman_eval.analysis.tables import (
@@ -261,9 +263,9 @@ def perception_tables(run_dir: Path) -> list[Table] | str:
     return tables
 
 
-def _multi_change_part(run_dir: Path) -> tuple[tuple[str, str], list[Table]] | str | None:
-    """The run's multi-change part (``RUN/multi_change``): a fact and its tables; why it cannot be
-    tabulated (unfinished, or no intact episode); None when the run has no such part."""
+def _multi_change_part(run_dir: Path) -> tuple[tuple[str, str], list[ResultRecord]] | str | None:
+    """The run's multi-change part (``RUN/multi_change``): a fact and its intact records; why it
+    cannot be tabulated (unfinished, or no intact episode); None when the run has no such part."""
     part = run_dir / MULTI_CHANGE_PART
     if not part.is_dir():
         return None
@@ -282,7 +284,7 @@ def _multi_change_part(run_dir: Path) -> tuple[tuple[str, str], list[Table]] | s
         f"{len({r.group_id for r in records})} groups, baseline; wall time {wall:.1f} s (tables under "
         f'"Multi-change split"){skipped}',
     )
-    return fact, multi_change_tables(records)
+    return fact, records
 
 
 def _embed(path: Path) -> str:
@@ -360,11 +362,14 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
     else:
         facts.append(("generation rejections", "unavailable: the run's dataset has no readable manifest"))
     part = _multi_change_part(run_dir)
+    part_records: list[ResultRecord] = []
     if isinstance(part, str):
         facts.append(("multi-change part", part))
     elif part is not None:
         facts.append(part[0])
-        tables.extend(part[1])
+        part_records = part[1]
+        tables.extend(multi_change_tables(part_records))
+    tables.append(side_by_side_table(records, part_records))
     md_path = run_dir / REPORT_MD
     html_path = run_dir / REPORT_HTML
     content = ReportContent(run_dir, facts, tables, summary, episodes, by_episode)
@@ -403,6 +408,7 @@ EPISODE_ERROR_NOTE = f"{EMBODIED_ERROR} = the embodied run could not be made, se
 
 SECTIONS = (
     ("Multi-change split", ("multi_change", "multi_change_rung"), ()),
+    ("Side by side with the paper", ("paper",), ()),
     ("Perception", ("perception", "perception_confusions"), ()),
     ("Map and memory", ("maps", "memory", "appearance", "stress_success", "stress_maps"), ("map_quality.png",)),
     ("Validity checks", ("seeds", "margin", "sweep", "rejections", "text_queries", "parser", "parser_confusion"), ()),

@@ -161,7 +161,7 @@ def headline_table(records: Iterable[ResultRecord], seed: int | None = None) -> 
     for arm in o.arms:
         row = [arm, fmt_ci(*o.count(arm, STATIC))]
         if o.embodied:
-            spl_all, spl_success = _spl(o, arm, o.episodes)
+            spl_all, spl_success = spl_means(o, arm, o.episodes)
             row += [fmt_ci(*o.count(arm, EMBODIED)), fmt_num(spl_all), fmt_num(spl_success)]
         rows.append(tuple(row))
         probs = o.probabilities(arm)
@@ -176,7 +176,8 @@ def headline_table(records: Iterable[ResultRecord], seed: int | None = None) -> 
     return Table("headline", "Headline: every arm", tuple(header), tuple(rows), (_seed_note(o),))
 
 
-def _spl(o: Outcomes, arm: str, episodes: Sequence[str]) -> tuple[float | None, float | None]:
+def spl_means(o: Outcomes, arm: str, episodes: Sequence[str]) -> tuple[float | None, float | None]:
+    """The arm's mean SPL over ``episodes`` and over its successes among them (None: no such run)."""
     embodied = [o.by_arm[arm][e].embodied for e in episodes]
     values = [e.spl for e in embodied if e is not None]
     successes = [e.spl for e in embodied if e is not None and e.success]
@@ -224,7 +225,7 @@ def embodied_table(records: Iterable[ResultRecord], seed: int | None = None) -> 
     header = ("arm", *o.relations, "overall [95% CI]", "SPL", "SPL | success")
     rows = []
     for arm in o.arms:
-        spl_all, spl_success = _spl(o, arm, o.episodes)
+        spl_all, spl_success = spl_means(o, arm, o.episodes)
         rows.append((arm, *_per_relation_row(o, arm, EMBODIED), fmt_num(spl_all), fmt_num(spl_success)))
     notes = (
         "Embodied: Stop within task.success_radius of the answer footprint (at the moment of Stop for moving "
@@ -263,14 +264,16 @@ def anti_shortcut_table(records: Iterable[ResultRecord], seed: int | None = None
 # ---- Table V ---------------------------------------------------------------------------------------
 
 
-def _failure_counts(o: Outcomes, arm: str, episodes: Sequence[str]) -> dict[FailureClass, int]:
+def failure_counts(o: Outcomes, arm: str, episodes: Sequence[str]) -> dict[FailureClass, int]:
+    """Static failure class → how many of ``episodes`` the arm ends in it (Table V's partition)."""
     counts = dict.fromkeys(FAILURE_ROWS, 0)
     for e in episodes:
         counts[FailureClass(o.by_arm[arm][e].static.failure)] += 1
     return counts
 
 
-def _lost(o: Outcomes, arm: str, episodes: Sequence[str]) -> int:
+def lost_in_navigation(o: Outcomes, arm: str, episodes: Sequence[str]) -> int:
+    """Static successes among ``episodes`` that the arm's embodied run failed."""
     records = [o.by_arm[arm][e] for e in episodes]
     return sum(r.static.success and not r.embodied.success for r in records)  # type: ignore[union-attr]
 
@@ -281,21 +284,21 @@ def failure_table(records: Iterable[ResultRecord], arm: str = "two_visit", seed:
     if arm not in o.arms:
         raise TableError(f"no results of arm {arm}; the run has {', '.join(o.arms)}")
     header = ("class", "episodes", "fraction", *o.relations)
-    overall = _failure_counts(o, arm, o.episodes)
-    per_relation = {rel: _failure_counts(o, arm, o.relation_episodes(rel)) for rel in o.relations}
+    overall = failure_counts(o, arm, o.episodes)
+    per_relation = {rel: failure_counts(o, arm, o.relation_episodes(rel)) for rel in o.relations}
     n = len(o.episodes)
     rows = [
         (FAILURE_LABELS[c], str(overall[c]), f"{overall[c] / n:.3f}", *(str(per_relation[r][c]) for r in o.relations))
         for c in FAILURE_ROWS
     ]
     if o.embodied:
-        lost = _lost(o, arm, o.episodes)
+        lost = lost_in_navigation(o, arm, o.episodes)
         rows.append(
             (
                 "lost in navigation (subset of success)",
                 str(lost),
                 f"{lost / n:.3f}",
-                *(str(_lost(o, arm, o.relation_episodes(r))) for r in o.relations),
+                *(str(lost_in_navigation(o, arm, o.relation_episodes(r))) for r in o.relations),
             )
         )
     notes = (
@@ -309,10 +312,10 @@ def failure_table(records: Iterable[ResultRecord], arm: str = "two_visit", seed:
 def failure_by_arm_table(records: Iterable[ResultRecord], seed: int | None = None) -> Table:
     """The static failure partition of every arm (counts), and lost in navigation."""
     o = Outcomes(records, seed)
-    counts = {arm: _failure_counts(o, arm, o.episodes) for arm in o.arms}
+    counts = {arm: failure_counts(o, arm, o.episodes) for arm in o.arms}
     rows = [(FAILURE_LABELS[c], *(str(counts[a][c]) for a in o.arms)) for c in FAILURE_ROWS]
     if o.embodied:
-        rows.append(("lost in navigation", *(str(_lost(o, a, o.episodes)) for a in o.arms)))
+        rows.append(("lost in navigation", *(str(lost_in_navigation(o, a, o.episodes)) for a in o.arms)))
     return Table(
         "failures_by_arm",
         "Failure partition of every arm (static gate)",
