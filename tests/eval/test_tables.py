@@ -335,3 +335,20 @@ def test_fig_4_pairs_the_maintained_map_with_the_two_visit_reading_per_relation_
         assert cell(table, relation, "maintained_map (static)") == fmt_rate(k, n)
     assert maintained_table(paired({"oracle_grounding": ORACLE, "two_visit": TWO})) is None
     assert "maintained" in [t.key for t in all_tables(records)]
+
+
+def test_embodied_table_gives_actions_per_episode_over_every_run_and_over_successes():
+    records = paired({"two_visit": [True, False, True, False]})
+    steps = {"e0": 10, "e1": 0, "e2": 30, "e3": 40}
+    records = [
+        dataclasses.replace(r, embodied=dataclasses.replace(r.embodied, steps=steps[r.episode_id])) for r in records
+    ]
+    table = embodied_table(records)
+    assert table is not None
+    assert cell(table, "two_visit", "actions") == "20.0"
+    assert cell(table, "two_visit", "actions | success") == "20.0"  # (10 + 30) / 2
+    records = [
+        dataclasses.replace(r, embodied=dataclasses.replace(r.embodied, steps=7)) if r.episode_id == "e0" else r
+        for r in records
+    ]
+    assert cell(embodied_table(records), "two_visit", "actions | success") == "18.5"

@@ -7,7 +7,8 @@ the paper's (TASK.md §6-8):
 - :func:`static_table` (Table III analogue): the static gate per relation and overall, with the
   rungs of the error budget; the single-visit arm twice (its expected success, the mean of its
   per-episode probabilities, and its seeded pick);
-- :func:`embodied_table` (Table IV): embodied success per relation, SPL and SPL given success;
+- :func:`embodied_table` (Table IV): embodied success per relation, SPL and SPL given success,
+  actions per episode (temporal efficiency) over all runs and over successes;
 - :func:`anti_shortcut_table`: every arm on the OVMAN test and on "reach any instance of the
   queried category" (the category-only baseline's own test; the gap is the anti-shortcut rule);
 - :func:`failure_table` (Table V): success, wrong instance, abstained, > far_miss_distance, the
@@ -187,6 +188,18 @@ def spl_means(o: Outcomes, arm: str, episodes: Sequence[str]) -> tuple[float | N
     )
 
 
+def action_means(o: Outcomes, arm: str, episodes: Sequence[str]) -> tuple[float | None, float | None]:
+    """The arm's mean number of actions per embodied run over ``episodes`` and over its successes
+    among them (temporal efficiency; None: no such run)."""
+    embodied = [o.by_arm[arm][e].embodied for e in episodes]
+    steps = [e.steps for e in embodied if e is not None]
+    successes = [e.steps for e in embodied if e is not None and e.success]
+    return (
+        sum(steps) / len(steps) if steps else None,
+        sum(successes) / len(successes) if successes else None,
+    )
+
+
 def _per_relation_row(o: Outcomes, arm: str, gate: str) -> list[str]:
     cells = [fmt_rate(*o.count(arm, gate, o.relation_episodes(rel))) for rel in o.relations]
     return [*cells, fmt_ci(*o.count(arm, gate))]
@@ -222,15 +235,27 @@ def embodied_table(records: Iterable[ResultRecord], seed: int | None = None) -> 
     o = Outcomes(records, seed)
     if not o.embodied:
         return None
-    header = ("arm", *o.relations, "overall [95% CI]", "SPL", "SPL | success")
+    header = ("arm", *o.relations, "overall [95% CI]", "SPL", "SPL | success", "actions", "actions | success")
     rows = []
     for arm in o.arms:
         spl_all, spl_success = spl_means(o, arm, o.episodes)
-        rows.append((arm, *_per_relation_row(o, arm, EMBODIED), fmt_num(spl_all), fmt_num(spl_success)))
+        actions_all, actions_success = action_means(o, arm, o.episodes)
+        rows.append(
+            (
+                arm,
+                *_per_relation_row(o, arm, EMBODIED),
+                fmt_num(spl_all),
+                fmt_num(spl_success),
+                fmt_num(actions_all, 1),
+                fmt_num(actions_success, 1),
+            )
+        )
     notes = (
         "Embodied: Stop within task.success_radius of the answer footprint (at the moment of Stop for moving "
         "answers), from the episode's start pose with the reference primitives.",
         "SPL = S · l / max(p, l), l the shortest path from the start to any position that passes the test.",
+        "Temporal efficiency: actions (primitives executed) per episode, over every episode (an abstention "
+        "executes none) and over the arm's successes.",
         _seed_note(o),
     )
     return Table("embodied", "Table IV: embodied evaluation", header, tuple(rows), notes)
