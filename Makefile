@@ -1,6 +1,7 @@
 # The two commands of the README, each installing what it needs from nothing:
 #   make test        lint + the whole test suite
 #   make benchmark   generate the default episodes on the embedded world, run the benchmark, write the report
+# and, beyond the two: make paper (the paper's protocol at its scale, see its target)
 # Set-up steps are skipped when their stamp (keyed on the content of what they install) exists.
 
 SHELL := /bin/bash
@@ -24,11 +25,12 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
 
-.PHONY: help setup test lint benchmark clean
+.PHONY: help setup test lint benchmark paper clean
 
 help:
 	@echo "make test       install what is needed, run lint and the whole test suite"
 	@echo "make benchmark  install, generate the default episodes, run the benchmark, write the report"
+	@echo "make paper      the paper's whole protocol at its scale: every arm, 3 seeds, both stress conditions, the sweep"
 	@echo "make setup      only the installation steps (.venv, dependencies, interfaces, project)"
 
 $(VENV)/bin/python:
@@ -68,6 +70,17 @@ test: lint
 benchmark: $(DEPS_STAMP) $(PROJECT_STAMP)
 	@mkdir -p $(ROS_LOG_DIR)
 	$(VENV)/bin/ovman benchmark --default-dataset data/default --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --sweep --out runs
+
+# The paper's protocol at its scale (issue 25): `ovman generate --preset paper` (20 embedded homes,
+# benchmark.paper_*: about 219 single-change and 170 multi-change episodes, into data/paper/single
+# and data/paper/multi_change; exit 3 = a slot given up, reported in the manifest, not an error), then
+# every arm with 3 run seeds and both stress conditions, the multi-change part and the admissibility
+# sweep; the report holds "Side by side with the paper". Both steps resume when run again.
+paper: $(DEPS_STAMP) $(PROJECT_STAMP)
+	@mkdir -p $(ROS_LOG_DIR)
+	$(VENV)/bin/ovman generate --preset paper --out data/paper --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" || [ $$? -eq 3 ]
+	$(VENV)/bin/ovman benchmark --dataset data/paper/single --multi-change data/paper/multi_change --arms all \
+		--seeds 3 --condition low_light,texture --sweep --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --out runs/paper
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache

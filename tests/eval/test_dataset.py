@@ -3,6 +3,7 @@ the episode record's JSON form."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -201,3 +202,27 @@ def test_the_generate_command_shows_progress_and_prints_the_rejection_table(tmp_
     assert main([*args, "--quiet"]) == 0
     assert (out / "episodes.jsonl").read_bytes() == before
     assert main(["validate", str(out)]) == 0
+
+
+def test_the_paper_preset_writes_both_splits_at_the_configured_scale_and_refuses_its_own_flags(tmp_path, capsys):
+    config = small_config()
+    bench = config.benchmark_node
+    sizes = dict(paper_scenes=1, paper_per_relation=1, paper_multi_change_per_relation=1)
+    config = dataclasses.replace(
+        config, benchmark_node=dataclasses.replace(bench, benchmark=dataclasses.replace(bench.benchmark, **sizes))
+    )
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(to_document(config), sort_keys=False))
+    out = tmp_path / "paper"
+    args = ["generate", "--preset", "paper", "--relations", "removed,moved", "--out", str(out)]
+    args += ["--config", str(config_file), "--quiet"]
+    assert main(args) in (0, 3)  # 3: a slot given up (a shortfall) is not an error
+    single, multi = read_episodes(out / "single"), read_episodes(out / "multi_change")
+    assert single and {e.split for e in single} == {"single"} and {e.scene.name for e in single} == {"embedded-0"}
+    assert multi and {e.split for e in multi} == {"multi_change"}
+    capsys.readouterr()
+    assert main([*args, "--scenes", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "--preset paper sets" in err and "drop --scenes" in err
+    assert main(["generate", "--per-relation", "1", "--out", str(tmp_path / "x")]) == 2
+    assert "--scenes required" in capsys.readouterr().err

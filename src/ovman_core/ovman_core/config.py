@@ -513,7 +513,7 @@ class NavConfig:
 @dataclasses.dataclass(frozen=True)
 class BenchmarkParams:
     """Benchmark run: arms, seeds, worker processes, moving-target tracking (m), the default dataset
-    (its single-change split and its multi-change part)."""
+    (its single-change split and its multi-change part), the paper-scale preset."""
 
     arms: list[str]
     seeds: list[Seed]
@@ -523,6 +523,9 @@ class BenchmarkParams:
     default_per_relation: Count
     default_multi_change_per_relation: CountOrZero
     default_seed: Seed
+    paper_scenes: Count
+    paper_per_relation: Count
+    paper_multi_change_per_relation: Count
     encoder_threads: Threads
 
 

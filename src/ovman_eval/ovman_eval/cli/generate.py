@@ -5,6 +5,13 @@ Examples::
     ovman generate --world embedded --scenes 20 --per-relation 36 --seed 0 --out data/ovman-single
     ovman generate --world embedded --scenes 20 --per-relation 28 --seed 0 --multi-change --out data/ovman-multi
     ovman generate --world ai2thor --scenes FloorPlan1,FloorPlan201 --per-relation 4 --seed 0 --out data/thor
+    ovman generate --preset paper --out data/paper   # DIR/single and DIR/multi_change at the paper's scale
+
+``--preset paper`` (what ``make paper`` runs) generates the paper's scale on the embedded world:
+``benchmark_node.benchmark.paper_scenes`` homes, ``paper_per_relation`` single-change episodes per
+relation into ``DIR/single`` and ``paper_multi_change_per_relation`` multi-change groups per
+relation into ``DIR/multi_change``; ``--scenes``, ``--per-relation`` and ``--multi-change`` are
+then refused (the preset sets them).
 
 Running the same command again on the same ``--out`` resumes an interrupted run. The rejection table
 (relation × reason) and the cost split are printed at the end and kept in ``DIR/manifest.json``.
@@ -16,6 +23,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config
@@ -26,6 +34,9 @@ from ovman_eval.generation.plan import TIMING_KEYS, GenerationRequest
 from ovman_sim.world import Condition
 
 BAR_WIDTH = 30
+PAPER = "paper"
+SPLIT_DIRECTORIES = {"single": "single", "multi_change": "multi_change"}
+"""Where ``--preset paper`` writes each split, under ``--out``."""
 
 
 def add(parser: argparse.ArgumentParser) -> object:
@@ -38,15 +49,19 @@ def add(parser: argparse.ArgumentParser) -> object:
         "--world", choices=("embedded", "ai2thor"), default="embedded", help="simulator (default embedded)"
     )
     parser.add_argument(
+        "--preset",
+        choices=(PAPER,),
+        help="paper: the paper's scale (benchmark.paper_*), both splits, into OUT/single and OUT/multi_change",
+    )
+    parser.add_argument(
         "--scenes",
-        required=True,
         help="a number N (embedded: scenes embedded-<first>..embedded-<first+N-1>) or comma-separated scene names "
         "(e.g. FloorPlan1,FloorPlan2 for ai2thor)",
     )
     parser.add_argument(
         "--first-scene", type=int, default=0, help="seed of the first embedded scene when --scenes is N"
     )
-    parser.add_argument("--per-relation", type=int, required=True, help="episodes per relation (K)")
+    parser.add_argument("--per-relation", type=int, help="episodes per relation (K); required without --preset")
     parser.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
     parser.add_argument("--out", required=True, help="dataset directory to create, or to resume")
     parser.add_argument("--multi-change", action="store_true", help="generate the multi-change split")
@@ -97,38 +112,69 @@ def configured(config: OvmanConfig, args: argparse.Namespace) -> OvmanConfig:
     return dataclasses.replace(config, sim_node=sim)
 
 
+def requests(args: argparse.Namespace, config: OvmanConfig) -> list[tuple[Path, GenerationRequest]]:
+    """The datasets the command asks for: (directory, request) of ``--out``, or of each split under
+    it with ``--preset paper``. ValueError naming the flag when the flags do not fit together."""
+    relations = (
+        tuple(Relation.parse(r.strip()) for r in args.relations.split(",")) if args.relations else tuple(Relation)
+    )
+    out = Path(args.out)
+    if args.preset == PAPER:
+        given = [f for f, v in (("--scenes", args.scenes), ("--per-relation", args.per_relation)) if v is not None]
+        given += ["--multi-change"] if args.multi_change else []
+        if given or args.world != "embedded":
+            clash = ", ".join(given) if given else f"--world {args.world}"
+            raise ValueError(f"--preset paper sets the embedded homes, their sizes and both splits; drop {clash}")
+        params = config.benchmark_node.benchmark
+        scenes = scene_list(str(params.paper_scenes), "embedded", args.first_scene)
+        sizes = (("single", params.paper_per_relation), ("multi_change", params.paper_multi_change_per_relation))
+        return [
+            (
+                out / SPLIT_DIRECTORIES[split],
+                GenerationRequest(
+                    "embedded", scenes, per_relation, args.seed, split == "multi_change", args.condition, relations
+                ),
+            )
+            for split, per_relation in sizes
+        ]
+    missing = [f for f, v in (("--scenes", args.scenes), ("--per-relation", args.per_relation)) if v is None]
+    if missing:
+        raise ValueError(f"{' and '.join(missing)} required (or --preset paper)")
+    request = GenerationRequest(
+        world=args.world,
+        scenes=scene_list(args.scenes, args.world, args.first_scene),
+        per_relation=args.per_relation,
+        seed=args.seed,
+        multi_change=args.multi_change,
+        condition=args.condition,
+        relations=relations,
+    )
+    return [(out, request)]
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         config = configured(load_config(args.config), args)
-        relations = (
-            tuple(Relation.parse(r.strip()) for r in args.relations.split(",")) if args.relations else tuple(Relation)
-        )
-        request = GenerationRequest(
-            world=args.world,
-            scenes=scene_list(args.scenes, args.world, args.first_scene),
-            per_relation=args.per_relation,
-            seed=args.seed,
-            multi_change=args.multi_change,
-            condition=args.condition,
-            relations=relations,
-        )
+        planned = requests(args, config)
     except (ConfigError, ValueError) as err:
         print(f"ovman generate: {err}", file=sys.stderr)
         return 2
-    bar = None if args.quiet else ProgressBar(sys.stderr, config.benchmark_node.generation.progress_period_s)
-    try:
-        summary = generate_dataset(args.out, request, config, workers=args.workers, progress=bar)
-    except DatasetError as err:
-        print(f"ovman generate: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"\novman generate: interrupted; run the same command again to resume {args.out}", file=sys.stderr)
-        return 130
-    finally:
-        if bar is not None:
-            bar.close()
-    print(summary_text(summary))
-    shortfall = sum(summary.manifest["shortfall"].values())
+    shortfall = 0
+    for directory, request in planned:
+        bar = None if args.quiet else ProgressBar(sys.stderr, config.benchmark_node.generation.progress_period_s)
+        try:
+            summary = generate_dataset(directory, request, config, workers=args.workers, progress=bar)
+        except DatasetError as err:
+            print(f"ovman generate: {err}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print(f"\novman generate: interrupted; run the same command again to resume {args.out}", file=sys.stderr)
+            return 130
+        finally:
+            if bar is not None:
+                bar.close()
+        print(summary_text(summary))
+        shortfall += sum(summary.manifest["shortfall"].values())
     return 0 if shortfall == 0 else 3
 
 
