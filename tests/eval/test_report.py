@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ovman_core.config import load_config, to_document
-from ovman_eval.analysis.figures import draw_episode, figure_map_quality
+from ovman_eval.analysis.figures import draw_episode, figure_maintained, figure_map_quality
 from ovman_eval.analysis.report import REPORT_HTML, REPORT_MD, perception_tables, write_report
 from ovman_eval.analysis.tables import all_tables, headline_table
 from ovman_eval.cli.main import main
@@ -113,7 +113,7 @@ def test_html_report_embeds_the_summary_figures_and_links_the_episodes(reported)
     run_dir, _, html_path = reported
     page = html_path.read_text()
     embedded = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    assert len(embedded) == 5
+    assert len(embedded) == 6  # error budget, relations, Fig. 4, scenes, instances, map quality
     assert all(base64.b64decode(data).startswith(PNG_MAGIC) for data in embedded)
     assert "href='figures/episodes/e3.png'" in page
     # + the parser's accuracy and confusion, the side-by-side with the paper, the perception tables and the episodes
@@ -161,6 +161,14 @@ def test_map_quality_figure_needs_the_agents_diagnostics(tmp_path):
     records = [r for r in run_records() if r.arm != "two_visit"]
     assert figure_map_quality(records, tmp_path / "none.png") is None
     assert figure_map_quality(run_records(), tmp_path / "m.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_fig_4_is_drawn_only_with_both_of_its_arms(tmp_path):
+    records = run_records()
+    assert {"maintained_map", "oracle_grounding"} <= {r.arm for r in records}
+    assert figure_maintained(records, tmp_path / "f.png").read_bytes().startswith(PNG_MAGIC)
+    without = [r for r in records if r.arm != "maintained_map"]
+    assert figure_maintained(without, tmp_path / "none.png") is None
 
 
 def test_report_without_episode_figures_writes_none(run_dir):

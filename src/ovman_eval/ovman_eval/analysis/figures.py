@@ -45,6 +45,7 @@ ARM_COLOURS = {
     "oracle_positions": "#9467bd",
     "given_answer": "#7f7f7f",
     "category_only": "#d62728",
+    "maintained_map": "#8c564b",
 }
 ARM_MARKERS = {
     "two_visit": "o",
@@ -55,6 +56,7 @@ ARM_MARKERS = {
     "oracle_positions": "^",
     "given_answer": "*",
     "category_only": "v",
+    "maintained_map": "h",
 }
 VISIT_COLOURS = {1: "#4c72b0", 2: "#dd8452"}
 
@@ -145,8 +147,9 @@ def figure_error_budget(records: Sequence[ResultRecord], path: Path) -> Path | N
     return _save(fig, path)
 
 
-def figure_relations(records: Sequence[ResultRecord], path: Path) -> Path:
-    """Success per relation (and overall) of every arm, Wilson 95% intervals; one panel per gate."""
+def figure_relations(records: Sequence[ResultRecord], path: Path, title: str = "") -> Path:
+    """Success per relation (and overall) of every arm, Wilson 95% intervals; one panel per gate
+    (``title``: what the panels' titles begin with)."""
     o = Outcomes(records)
     plt = _pyplot()
     gates = [STATIC, EMBODIED] if o.embodied else [STATIC]
@@ -180,11 +183,24 @@ def figure_relations(records: Sequence[ResultRecord], path: Path) -> Path:
         ax.set_xticks(range(len(groups)), groups)
         ax.set_ylim(0.0, 1.05)
         ax.set_ylabel("success rate")
-        ax.set_title(f"{gate} success per relation (95% Wilson intervals)")
+        ax.set_title(f"{title}{gate} success per relation (95% Wilson intervals)")
         ax.axvline(len(groups) - 1.5, color="#999999", linewidth=0.6)
     axes[0, 0].legend(fontsize=7, ncol=3, loc="upper left", bbox_to_anchor=(0.0, -0.12 if len(gates) == 1 else 1.25))
     fig.tight_layout()
     return _save(fig, path)
+
+
+FIG4_ARMS = ("maintained_map", "oracle_grounding")
+"""Fig. 4's pair: one maintained map against the two-visit reading, both with grounding handed over."""
+
+
+def figure_maintained(records: Sequence[ResultRecord], path: Path) -> Path | None:
+    """Fig. 4: per relation, the maintained map against the two-visit reading of the same maps,
+    both with grounding handed over (Wilson 95% intervals); None unless both arms ran."""
+    chosen = [r for r in records if r.arm in FIG4_ARMS]
+    if {r.arm for r in chosen} != set(FIG4_ARMS):
+        return None
+    return figure_relations(chosen, path, "Fig. 4, grounding handed over: ")
 
 
 MAP_QUALITY = (

@@ -175,7 +175,7 @@ QUOTED: tuple[Quoted, ...] = (
     Quoted("Table III", "oracle_positions, static", "0.995", _rate("oracle_positions", STATIC)),
     Quoted("Table III", "given_answer, static", "1.000", _rate("given_answer", STATIC)),
     Quoted("Table IV", "oracle_positions, embodied", "0.991", _rate("oracle_positions", EMBODIED)),
-    Quoted("Table IV", "two_visit, embodied", "0.388–0.518 (95% interval)", _rate("two_visit", EMBODIED)),
+    Quoted("Table IV", "two_visit, embodied", "0.452 [0.388, 0.518] (99/219)", _rate("two_visit", EMBODIED)),
     Quoted("Table IV", "two_visit, SPL given success", "0.973", _spl_given_success("two_visit")),
     Quoted(
         "Table IV",

@@ -9,6 +9,8 @@ accuracy under the run's configuration and the admissibility sweep's table:
   the gaps between them (Fig. 5a);
 - ``figures/relations.png``: success per relation and overall for every arm with Wilson 95%
   intervals (static and embodied panels);
+- ``figures/maintained.png`` (Fig. 4): per relation, the maintained map against the two-visit
+  reading of the same maps, both with grounding handed over, when the run has both arms;
 - ``figures/scenes.png``: success per scene; ``figures/instances.png``: by same-category instances;
 - ``figures/map_quality.png``: per relation, the map and memory metrics (SIR, AEC, PA, TBS) on the
   episodes the two-visit agent passed and on those it failed (where the error budget goes);
@@ -52,6 +54,7 @@ from ovman_eval.analysis.figures import (
     draw_episode,
     figure_error_budget,
     figure_instances,
+    figure_maintained,
     figure_map_quality,
     figure_relations,
     figure_scenes,
@@ -316,6 +319,7 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
     for title, make, name in (
         ("Error budget (Fig. 5a)", figure_error_budget, "error_budget.png"),
         ("Success per relation, Wilson 95% intervals", figure_relations, "relations.png"),
+        ("A maintained map against two visits, grounding handed over (Fig. 4)", figure_maintained, "maintained.png"),
         ("Success per scene", figure_scenes, "scenes.png"),
         ("Success by same-category instances (Fig. 3)", figure_instances, "instances.png"),
         ("Map and memory quality against success per relation", figure_map_quality, "map_quality.png"),
