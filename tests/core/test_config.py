@@ -256,6 +256,15 @@ def test_a_maximum_below_its_minimum_is_rejected_naming_both_keys(
     )
 
 
+def test_weights_that_share_one_whole_are_rejected_above_it_naming_both_keys(tmp_path, document):
+    section = "query_node.ros__parameters.association"
+    set_value(document, f"{section}.colour_weight", 0.75)
+    set_value(document, f"{section}.extent_weight", 0.5)
+    assert load_error(tmp_path, document) == (
+        f"'{section}.extent_weight' (0.5) + '{section}.colour_weight' (0.75) = 1.25: expected <= 1"
+    )
+
+
 def test_a_duplicate_key_is_rejected_naming_file_line_and_key(tmp_path):
     lines = default_config_path().read_text().splitlines(keepends=True)
     first = next(i for i, line in enumerate(lines) if line.strip().startswith("voxel_size:"))

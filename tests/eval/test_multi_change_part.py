@@ -4,11 +4,14 @@ episodes into RUN/multi_change, its refusals, resuming it, and its section of th
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 from ovman_core.relations import Relation
+from ovman_eval.analysis.appearance_fit import FIT_FILE
 from ovman_eval.analysis.report import write_report
 from ovman_eval.analysis.tables import multi_change_tables
 from ovman_eval.benchmark.request import BenchmarkRequest
@@ -166,3 +169,30 @@ def test_the_default_dataset_has_a_multi_change_part_generated_once(tmp_path, co
     capsys.readouterr()
     assert default_dataset(tmp_path, small, 1, True, multi_change=True) == multi
     assert "using the cached default dataset" in capsys.readouterr().err
+
+
+def test_fit_appearance_fits_the_run_scores_its_part_and_measures_the_variants(run, capsys):
+    summary, cache = run
+    code = main(["fit-appearance", str(summary.run_dir), "--cache", str(cache), "--json"])
+    out = capsys.readouterr()
+    if code == 1:  # too few same-category pairs in this tiny run to fit: said, not a crash
+        assert "ovman fit-appearance:" in out.err and "pairs" in out.err
+        return
+    assert code == 0, out.err
+    document = json.loads(out.out)
+    assert json.loads((summary.run_dir / FIT_FILE).read_text()) == document
+    episodes = len(read_episodes(Path(document["held_out_dataset"])))
+    assert set(document["variants"]) == {"configured", "embedding", "colour", "extent", "fitted"}
+    for variant in document["variants"].values():
+        assert {arm: n for arm, (_, n) in variant["success"].items()} == {
+            "two_visit": episodes,
+            "oracle_grounding": episodes,
+        }
+    # The configured variant re-associates exactly as the run did: the same static successes.
+    part = read_results(summary.run_dir / MULTI_CHANGE_PART)
+    for arm in ("two_visit", "oracle_grounding"):
+        assert document["variants"]["configured"]["success"][arm][0] == sum(
+            r.static.success for r in part if r.arm == arm
+        )
+    md, _ = write_report(summary.run_dir, episode_figures=False)
+    assert "Appearance variants of the association" in md.read_text()

@@ -5,13 +5,16 @@ import dataclasses
 import numpy as np
 import pytest
 
+from ovman_core.boxes import Box3
 from ovman_core.config import load_config
 from ovman_mapping.instances import CrossVisitEvidence
 from ovman_query.association import (
+    CUES,
     STAGE_RELOCATED,
     STAGE_STAYED,
     STAGE_UNSEEN,
     AssociationError,
+    appearance_cues,
     associate,
     feature_dissimilarity,
 )
@@ -137,3 +140,19 @@ def test_unmatched_instances_not_seen_to_change_pair_as_unseen_relocations():
     # Without evidence there is no stage three: stage two pairs them as a relocation.
     plain = associate(v1, v2, CONFIG)
     assert plain.unseen == () and ("a", "a2", STAGE_RELOCATED) in [(p.uid1, p.uid2, p.stage) for p in plain.pairs]
+
+
+def test_appearance_cues_and_the_extent_variant():
+    small = dataclasses.replace(instance("a", "Vase", 0, 0, hue=1))
+    big = instance("b", "Vase", 3, 0, hue=1)
+    big = dataclasses.replace(big, box=Box3.from_center_size(big.position, (0.8, 1.2, 0.8)))
+    v1, v2 = instance_map(1, small), instance_map(2, instance("c", "Vase", 0, 0, hue=1), big)
+    cues = appearance_cues(v1, v2)
+    assert set(cues) == set(CUES)
+    assert cues["extent"][0, 0] == pytest.approx(1.0)  # the same box sizes
+    expected = np.exp(-np.mean(np.abs(np.log((np.array([0.4, 0.4, 0.6]) + 0.01) / (np.array([0.8, 0.8, 1.2]) + 0.01)))))
+    assert cues["extent"][0, 1] == pytest.approx(expected)
+    # The default weights give what they gave before the extent cue; extent alone is 1 − extent.
+    assert np.array_equal(feature_dissimilarity(v1, v2, 0.5), feature_dissimilarity(v1, v2, 0.5, 0.0))
+    assert np.allclose(feature_dissimilarity(v1, v2, 0.0, 1.0), 1.0 - cues["extent"])
+    assert np.allclose(feature_dissimilarity(v1, v2, 1.0, 0.0), 1.0 - cues["colour"])

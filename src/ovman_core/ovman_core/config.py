@@ -72,6 +72,15 @@ class AtLeast:
     strict: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class SumAtMost:
+    """Field metadata: the value plus the fields ``others`` of the same section is at most
+    ``total``, e.g. weights that share one whole."""
+
+    others: tuple[str, ...]
+    total: float
+
+
 MAX_COUNT = 1_000_000
 """Largest count, number of steps or size the config accepts: far above any useful value, far below
 what overflows an array size."""
@@ -458,6 +467,7 @@ class AssociationConfig:
     relocation_max_dissimilarity: NonNegative
     stay_max_dissimilarity: NonNegative
     colour_weight: Fraction
+    extent_weight: Annotated[Fraction, SumAtMost(("colour_weight",), 1.0)]
     require_seen_change: bool
 
 
@@ -862,7 +872,8 @@ def _build(field_type: Any, value: Any, source: str, where: str) -> Any:
 
 
 def _check_order(hints: dict[str, Any], values: dict[str, Any], source: str, where: str) -> None:
-    """ConfigError unless every field with :class:`AtLeast` metadata is at least (above) its other."""
+    """ConfigError unless every field with :class:`AtLeast` metadata is at least (above) its other,
+    and every field with :class:`SumAtMost` metadata sums with its others to at most the total."""
     for name, hint in hints.items():
         for order in getattr(hint, "__metadata__", ()):
             if isinstance(order, AtLeast):
@@ -872,6 +883,11 @@ def _check_order(hints: dict[str, Any], values: dict[str, Any], source: str, whe
                         f"{source}: '{where}.{name}' = {value!r}: expected {'>' if order.strict else '>='} "
                         f"'{where}.{order.other}' ({other!r})"
                     )
+            if isinstance(order, SumAtMost):
+                total = values[name] + sum(values[o] for o in order.others)
+                if total > order.total:
+                    summed = " + ".join(f"'{where}.{n}' ({values[n]!r})" for n in (name, *order.others))
+                    raise ConfigError(f"{source}: {summed} = {total!r}: expected <= {_number(order.total)}")
 
 
 def _scalar(field_type: Any, value: Any, source: str, where: str) -> Any:

@@ -1,8 +1,11 @@
 """Cross-visit association of instances: two-stage Hungarian assignment (TASK.md §5.2).
 
-Feature dissimilarity of instances a (visit 1) and b (visit 2):
-``δ(a, b) = 1 − ((1 − w)·⟨f_a, f_b⟩ + w·BC(h_a, h_b))``, ``w = association.colour_weight``, with unit
-features ``f`` and colour histograms ``h`` (BC = Bhattacharyya coefficient).
+Feature dissimilarity of instances a (visit 1) and b (visit 2), from their appearance cues
+(:data:`CUES`): ``δ(a, b) = 1 − ((1 − w_c − w_x)·⟨f_a, f_b⟩ + w_c·BC(h_a, h_b) + w_x·X(a, b))``,
+``w_c = association.colour_weight``, ``w_x = association.extent_weight``, with unit features ``f``,
+colour histograms ``h`` (BC = Bhattacharyya coefficient) and the extent likeness X of their boxes.
+The weights select the variant (embedding, colour or extent alone, a mix, or weights fitted by
+``ovman fit-appearance``).
 
 1. **Stayed**: cost ``feature_weight·δ + distance_weight·‖p_a − p_b‖`` (3D, metres), only for pairs
    closer than ``stay_distance_gate`` with ``δ ≤ stay_max_dissimilarity``.
@@ -96,10 +99,32 @@ class Association:
         return next((p for p in self.pairs if p.uid2 == uid2), None)
 
 
-def feature_dissimilarity(map1: InstanceMap, map2: InstanceMap, colour_weight: float) -> np.ndarray:
-    """(N1, N2) matrix of δ (see the module docstring)."""
+CUES = ("embedding", "colour", "extent")
+"""The appearance cues of a pair of instances, each a similarity (at most 1: alike):
+``embedding``, the cosine of their unit features (the encoder's embedding: the label's text
+embedding, or CLIP crop features in clip mode); ``colour``, the Bhattacharyya coefficient of their
+hue-saturation histograms; ``extent``, the likeness of their back-projected box sizes,
+``exp(−mean_k |ln((a_k + ε) / (b_k + ε))|)`` over the three sorted sizes (metres, ε =
+:data:`EXTENT_EPSILON`)."""
+EXTENT_EPSILON = 0.01
+"""(m) Added to every box size before the ratio of the extent cue (a flat box is not infinitely unlike)."""
+
+
+def extent_similarity(map1: InstanceMap, map2: InstanceMap) -> np.ndarray:
+    """(N1, N2) matrix of the extent cue (see :data:`CUES`)."""
     if not len(map1) or not len(map2):
         return np.zeros((len(map1), len(map2)))
+    sizes = [
+        np.log(np.sort([np.subtract(i.box.hi, i.box.lo) for i in m], axis=1) + EXTENT_EPSILON) for m in (map1, map2)
+    ]
+    return np.exp(-np.abs(sizes[0][:, None, :] - sizes[1][None, :, :]).mean(axis=2))
+
+
+def appearance_cues(map1: InstanceMap, map2: InstanceMap) -> dict[str, np.ndarray]:
+    """Each cue of :data:`CUES` as an (N1, N2) matrix; AssociationError when the maps' features or
+    histograms are not comparable."""
+    if not len(map1) or not len(map2):
+        return {cue: np.zeros((len(map1), len(map2))) for cue in CUES}
     f1, f2 = map1.features(), map2.features()
     if f1.shape[1] != f2.shape[1]:
         raise AssociationError(
@@ -112,7 +137,17 @@ def feature_dissimilarity(map1: InstanceMap, map2: InstanceMap, colour_weight: f
             f"colour histograms differ in size ({h1.shape[1]} vs {h2.shape[1]}): "
             "encoder.colour_bins changed between the maps"
         )
-    return 1.0 - ((1.0 - colour_weight) * (f1 @ f2.T) + colour_weight * bhattacharyya(h1, h2))
+    return {"embedding": f1 @ f2.T, "colour": bhattacharyya(h1, h2), "extent": extent_similarity(map1, map2)}
+
+
+def feature_dissimilarity(
+    map1: InstanceMap, map2: InstanceMap, colour_weight: float, extent_weight: float = 0.0
+) -> np.ndarray:
+    """(N1, N2) matrix of δ (see the module docstring): ``1 − ((1 − w_c − w_x)·embedding + w_c·colour
+    + w_x·extent)``, with the cues of :func:`appearance_cues`."""
+    cues = appearance_cues(map1, map2)
+    mix = (1.0 - colour_weight - extent_weight) * cues["embedding"] + colour_weight * cues["colour"]
+    return 1.0 - (mix + extent_weight * cues["extent"] if extent_weight else mix)
 
 
 def _solve(cost: np.ndarray, allowed: np.ndarray) -> list[tuple[int, int]]:
@@ -128,7 +163,7 @@ def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -
     uids1 = [i.uid for i in map1]
     uids2 = [i.uid for i in map2]
     p1, p2 = map1.positions(), map2.positions()
-    dissimilarity = feature_dissimilarity(map1, map2, config.colour_weight)
+    dissimilarity = feature_dissimilarity(map1, map2, config.colour_weight, config.extent_weight)
     # (N1, N2) matrices only, never an (N1, N2, 3) difference array: memory is a few N1·N2 doubles.
     distance = cdist(p1, p2) if len(p1) and len(p2) else dissimilarity * 0.0
     floor = cdist(p1[:, [0, 2]], p2[:, [0, 2]]) if len(p1) and len(p2) else distance

@@ -43,11 +43,12 @@ Across two visits:
   maps for stayed and moved, visit 1 for removed, visit 2 for appeared), so it measures the
   association and not the mapping (AEC does that).
 
-- **Appearance cue** (:func:`appearance_pairs`, TASK.md §10): the association's colour term, the
-  Bhattacharyya coefficient of two map instances' hue–saturation histograms, for every pair of a
-  visit-1 and a visit-2 map instance matched to ground-truth objects of one category: the same
-  object (a positive) or two different ones (a negative). :func:`auroc` of the pooled scores says
-  how well appearance alone tells same-category instances apart (0.5 = chance).
+- **Appearance cues** (:func:`appearance_pairs`, TASK.md §10): the association's cues
+  (:data:`ovman_query.association.CUES`: the features' cosine, the Bhattacharyya coefficient of
+  the hue–saturation histograms, the likeness of the boxes' extents), for every pair of a visit-1
+  and a visit-2 map instance matched to ground-truth objects of one category: the same object (a
+  positive) or two different ones (a negative). :func:`auroc` of the pooled scores says how well
+  each cue alone tells same-category instances apart (0.5 = chance).
 
 Positions are box centres in the AI2-THOR world frame (metres, y up); displacement is floor (x, z)
 distance. Every function is pure; undefined ratios (no predictions, no relevant objects) are None.
@@ -598,12 +599,21 @@ def diagnose_visits(
 
 @dataclasses.dataclass(frozen=True)
 class AppearancePairs:
-    """Colour-cue scores (Bhattacharyya coefficients in [0, 1]) of same-category map instance
-    pairs across the visits: ``same`` for one object seen in both visits, ``different`` for two
-    objects of one category. Sorted, rounded to 1e-4 (they are stored in every result line)."""
+    """Appearance cues of same-category map instance pairs across the visits: ``same`` for one
+    object seen in both visits, ``different`` for two objects of one category. Each pair is a row of
+    the cues of :data:`ovman_query.association.CUES` (embedding, colour, extent); rows sorted,
+    rounded to 1e-4 (they are stored in every result line). :meth:`colour` gives the colour column
+    alone."""
 
-    same: tuple[float, ...]
-    different: tuple[float, ...]
+    same: tuple[tuple[float, ...], ...]
+    different: tuple[tuple[float, ...], ...]
+
+    def cue(self, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """One cue's scores of the same-object and of the different-object pairs, each sorted."""
+        from ovman_query.association import CUES
+
+        k = CUES.index(name)
+        return tuple(sorted(r[k] for r in self.same)), tuple(sorted(r[k] for r in self.different))
 
 
 def appearance_pairs(
@@ -614,24 +624,25 @@ def appearance_pairs(
     truth1: WorldState,
     truth2: WorldState,
 ) -> AppearancePairs:
-    """The colour cue on every pair of matched visit-1 and visit-2 map instances whose objects
-    share a category (see the module docstring)."""
-    from ovman_mapping.fusion import bhattacharyya
+    """The appearance cues (:func:`ovman_query.association.appearance_cues`) on every pair of matched
+    visit-1 and visit-2 map instances whose objects share a category (see the module docstring)."""
+    from ovman_query.association import CUES, appearance_cues
 
-    rows = [i for i in map1.instances if i.uid in first.truth_of]
-    cols = [i for i in map2.instances if i.uid in second.truth_of]
+    rows = [k for k, i in enumerate(map1.instances) if i.uid in first.truth_of]
+    cols = [k for k, i in enumerate(map2.instances) if i.uid in second.truth_of]
     if not rows or not cols:
         return AppearancePairs((), ())
-    scores = bhattacharyya(np.array([i.colour for i in rows]), np.array([i.colour for i in cols]))
-    same: list[float] = []
-    different: list[float] = []
-    for r, a in enumerate(rows):
-        id1 = first.truth_of[a.uid]
-        for c, b in enumerate(cols):
-            id2 = second.truth_of[b.uid]
+    cues = appearance_cues(map1, map2)
+    same: list[tuple[float, ...]] = []
+    different: list[tuple[float, ...]] = []
+    for r in rows:
+        id1 = first.truth_of[map1.instances[r].uid]
+        for c in cols:
+            id2 = second.truth_of[map2.instances[c].uid]
             if truth1[id1].category != truth2[id2].category:
                 continue
-            (same if id1 == id2 else different).append(round(float(scores[r, c]), 4))
+            row = tuple(round(float(cues[name][r, c]), 4) for name in CUES)
+            (same if id1 == id2 else different).append(row)
     return AppearancePairs(tuple(sorted(same)), tuple(sorted(different)))
 
 

@@ -1,7 +1,8 @@
 """The benchmark report of a run directory: ``report.md`` and ``report.html`` with tables and figures.
 
 Written from the run's files alone (``results.jsonl``, ``sketches.jsonl``, ``run.json``,
-``timings.json``, and ``sweep.json`` once ``ovman sweep`` has run), so ``ovman report RUN``
+``timings.json``, ``sweep.json`` once ``ovman sweep`` has run, and ``appearance_fit.json`` once
+``ovman fit-appearance`` has), so ``ovman report RUN``
 regenerates it at any time. Besides the tables of :mod:`ovman_eval.analysis.tables` it holds the parser's
 accuracy under the run's configuration and the admissibility sweep's table:
 
@@ -50,6 +51,7 @@ from typing import Any
 
 from ovman_core.config import ConfigError, config_from_document
 from ovman_core.files import atomic_write_text
+from ovman_eval.analysis.appearance_fit import FIT_FILE, fit_tables
 from ovman_eval.analysis.figures import (
     draw_episode,
     figure_error_budget,
@@ -374,6 +376,9 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
         part_records = part[1]
         tables.extend(multi_change_tables(part_records))
     tables.append(side_by_side_table(records, part_records))
+    fitted = _read_json(run_dir / FIT_FILE)
+    if fitted:
+        tables.extend(fit_tables(fitted))
     md_path = run_dir / REPORT_MD
     html_path = run_dir / REPORT_HTML
     content = ReportContent(run_dir, facts, tables, summary, episodes, by_episode)
@@ -414,7 +419,11 @@ SECTIONS = (
     ("Multi-change split", ("multi_change", "multi_change_rung"), ()),
     ("Side by side with the paper", ("paper",), ()),
     ("Perception", ("perception", "perception_confusions"), ()),
-    ("Map and memory", ("maps", "memory", "appearance", "stress_success", "stress_maps"), ("map_quality.png",)),
+    (
+        "Map and memory",
+        ("maps", "memory", "appearance", "appearance_fit", "appearance_variants", "stress_success", "stress_maps"),
+        ("map_quality.png",),
+    ),
     ("Validity checks", ("seeds", "margin", "sweep", "rejections", "text_queries", "parser", "parser_confusion"), ()),
 )
 """Report sections after "Figures" and "Tables": (heading, table keys, figure file names)."""

@@ -782,33 +782,83 @@ def memory_table(records: Iterable[ResultRecord], seed: int | None = None) -> Ta
     return Table("memory", "Memory diagnostics per arm", tuple(header), tuple(rows), notes)
 
 
-def appearance_table(records: Iterable[ResultRecord]) -> Table | None:
-    """The association's colour cue on same-category pairs (TASK.md §10): its AUROC, pooled over
-    the recorded groups (each group once, from the maps of the arms that associate them)."""
-    per_group: dict[str, dict] = {}
+CUE_LABELS = {
+    "embedding": "feature cosine (the encoder's embedding)",
+    "colour": "hue–saturation histogram (Bhattacharyya)",
+    "extent": "back-projected extent (box sizes)",
+}
+"""How the appearance table names each cue of :data:`ovman_query.association.CUES`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CuePairs:
+    """One recorded group's same-category pairs: the cue ``names`` and, per pair, its row of cue
+    values, for the same object seen in both visits (``same``) and for two objects (``different``)."""
+
+    names: tuple[str, ...]
+    same: tuple[tuple[float, ...], ...]
+    different: tuple[tuple[float, ...], ...]
+
+    def column(self, cue: str) -> tuple[list[float], list[float]] | None:
+        """One cue's scores of the same-object and the different-object pairs (None: not recorded)."""
+        if cue not in self.names:
+            return None
+        k = self.names.index(cue)
+        return [row[k] for row in self.same], [row[k] for row in self.different]
+
+
+def appearance_cue_pairs(records: Iterable[ResultRecord]) -> dict[str, CuePairs]:
+    """Per recorded group (each once, from the maps of the arms that associate them), its cue pairs
+    (:func:`ovman_eval.analysis.diagnostics.appearance_pairs`); a run from before the embedding and
+    extent cues recorded the colour cue alone."""
+    per_group: dict[str, CuePairs] = {}
     for record in records:
-        memory = (record.diagnostics or {}).get("memory") or {}
-        if "appearance" in memory:
-            per_group.setdefault(record.group_id, memory["appearance"])
+        pairs = ((record.diagnostics or {}).get("memory") or {}).get("appearance")
+        if pairs is None or record.group_id in per_group:
+            continue
+        names = tuple(pairs.get("cues", ("colour",)))
+
+        def rows(kind: str, pairs: dict = pairs) -> tuple[tuple[float, ...], ...]:
+            return tuple(tuple(row) if isinstance(row, list) else (row,) for row in pairs[kind])
+
+        per_group[record.group_id] = CuePairs(names, rows("same"), rows("different"))
+    return per_group
+
+
+def appearance_table(records: Iterable[ResultRecord]) -> Table | None:
+    """The association's appearance cues on same-category pairs (TASK.md §10): each cue's AUROC,
+    pooled over the recorded groups (each group once, from the maps of the arms that associate them)."""
+    per_group = appearance_cue_pairs(records)
     if not per_group:
         return None
-    same = [v for pairs in per_group.values() for v in pairs["same"]]
-    different = [v for pairs in per_group.values() for v in pairs["different"]]
-    row = (
-        "hue–saturation histogram (Bhattacharyya)",
-        str(len(same)),
-        str(len(different)),
-        fmt_num(auroc(same, different)),
-        fmt_num(_mean(same)),
-        fmt_num(_mean(different)),
-    )
+    rows = []
+    for cue, label in CUE_LABELS.items():
+        same: list[float] = []
+        different: list[float] = []
+        for pairs in per_group.values():
+            column = pairs.column(cue)
+            if column is not None:
+                same += column[0]
+                different += column[1]
+        if same or different:
+            rows.append(
+                (
+                    label,
+                    str(len(same)),
+                    str(len(different)),
+                    fmt_num(auroc(same, different)),
+                    fmt_num(_mean(same)),
+                    fmt_num(_mean(different)),
+                )
+            )
     notes = (
         f"Pairs of a visit-1 and a visit-2 map instance matched to ground-truth objects of one category, pooled over "
         f"{len(per_group)} recorded groups: the same object (positive) against two different objects (negative). "
-        "AUROC 0.5 is chance; the OVMAN paper measures 0.588 in-sample and 0.500 held-out for its appearance cue.",
+        "AUROC 0.5 is chance; the OVMAN paper measures 0.588 in-sample and 0.500 held-out for its best cue. "
+        "`ovman fit-appearance` fits their weights on one run and scores them on another.",
     )
     header = ("cue", "same-object pairs", "different-object pairs", "AUROC", "mean same", "mean different")
-    return Table("appearance", "Same-category appearance cue of the association", header, (row,), notes)
+    return Table("appearance", "Same-category appearance cues of the association", header, tuple(rows), notes)
 
 
 def rejection_table(generation: dict) -> Table:

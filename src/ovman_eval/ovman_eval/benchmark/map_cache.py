@@ -59,7 +59,7 @@ from ovman_eval.task.episodes import EpisodeRecord
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
 from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
 from ovman_mapping.segmenter import segmenter_identity
-from ovman_query.association import Association
+from ovman_query.association import CUES, Association
 from ovman_sim.recording import SEGMENT_TOPICS, RecordedFrame, RecordingError, has_segments, read_visit
 
 ENTRY_SUFFIX = ".maps"
@@ -429,7 +429,7 @@ def _diagnostics(
     first = diagnose_map(maps[1], truth.visit1, truth.discoverable1, gate)
     second = diagnose_map(maps[2], truth.visit2_end, truth.discoverable2, gate)
     memory = diagnose_visits(association, first, second, truth.visit1, truth.visit2_end, config.task.min_displacement)
-    colour_cue = appearance_pairs(maps[1], maps[2], first.match, second.match, truth.visit1, truth.visit2_end)
+    cues = appearance_pairs(maps[1], maps[2], first.match, second.match, truth.visit1, truth.visit2_end)
     return _plain_numbers(
         {
             "visit1": first.summary(),
@@ -443,7 +443,11 @@ def _diagnostics(
                     kind.value: {"predicted": s.predicted, "correct": s.correct, "relevant": s.relevant}
                     for kind, s in memory.changes.items()
                 },
-                "appearance": {"same": list(colour_cue.same), "different": list(colour_cue.different)},
+                "appearance": {
+                    "cues": list(CUES),
+                    "same": [list(row) for row in cues.same],
+                    "different": [list(row) for row in cues.different],
+                },
             },
         }
     )

@@ -23,6 +23,10 @@ relation, 0 = none) and runs it with the same arms and seeds into ``RUN/multi_ch
 report's "Multi-change split" tabulates it. ``--multi-change DIR`` names another multi-change
 dataset (with ``--dataset`` too).
 
+After a run with a multi-change part, the association's appearance cues are fitted on the run's
+same-category pairs and scored on the part's, and each association variant is measured on the
+part's episodes (``ovman fit-appearance``, :mod:`ovman_eval.cli.appearance`).
+
 ``--condition low_light|texture`` (repeatable, or comma-separated) also evaluates every episode
 re-rendered under the stress condition and compares it with the baseline on the same episodes
 (:mod:`ovman_eval.analysis.stress`; the other tables and figures are the baseline's).
@@ -259,6 +263,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"ovman benchmark: the admissibility sweep failed: {err}", file=sys.stderr)
             return 1
         print(f"ovman benchmark: wrote {swept} ({time.monotonic() - clock:.1f} s)", file=sys.stderr)
+    if request.multi_change is not None:
+        from ovman_eval.analysis.appearance_fit import CueFitError
+        from ovman_eval.cli.appearance import fit_run
+
+        clock = time.monotonic()
+        try:
+            fit_run(summary.run_dir, cache=cache)
+            print(f"ovman benchmark: fitted the appearance cues ({time.monotonic() - clock:.1f} s)", file=sys.stderr)
+        except CueFitError as err:  # a run too small to fit is not a failed run
+            print(f"ovman benchmark: the appearance cues were not fitted: {err}", file=sys.stderr)
     report_note = ""
     if not args.no_report:
         from ovman_eval.analysis.report import write_report

@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "benchmark": ("run the benchmark: static gate and embodied runs of every arm", "ovman_eval.cli.benchmark:add"),
     "report": ("(re)write the report of a benchmark run", "ovman_eval.cli.benchmark:add_report"),
     "show": ("draw one episode from above: maps, answer, predictions, path", "ovman_eval.cli.benchmark:add_show"),
+    "fit-appearance": (
+        "fit the association's appearance cues on a run, score them on another, measure each variant",
+        "ovman_eval.cli.appearance:add",
+    ),
     "sweep": ("static memory margin of a run over a grid of admissibility settings", "ovman_eval.cli.sweep:add"),
     "train-perception": (
         "train the learned segmenter on renders of the perception homes",
