@@ -25,6 +25,7 @@ from ovman_core.config import CONFIG_ENV, load_config, node_parameters, to_docum
 from ovman_core.relations import Relation
 from ovman_eval.cli.launch import RunningGraph, node_command, nodes_environment, run_graph
 from ovman_eval.graph import description as graph
+from ovman_query.arms import BUILT_IN_ARMS
 from ovman_ros import node_main
 
 from .generation_setup import generate, request, small_config
@@ -147,6 +148,22 @@ def test_with_rviz_sim_node_keeps_real_time_playback_and_the_camera_after_every_
     assert graph.BenchmarkOptions.from_arguments(arguments, config).rviz is True
 
 
+def test_an_external_agent_gets_the_players_standard_camera_topics_and_benchmark_node_its_namespace(
+    dataset: Path,
+):
+    config = load_config()
+    values = {"dataset": str(dataset), "arms": "two_visit,external", "agent_namespace": "my_agent/"}
+    run = graph.BenchmarkOptions.from_arguments(values, config)
+    assert run.agent_namespace == "my_agent"
+    nodes = {n.name: n for n in graph.benchmark_graph(config, run)}
+    assert nodes["player"].parameters["node.camera_output"] == "both"  # the bundle and the standard topics
+    assert nodes["sim_node"].parameters["node.camera_output"] == "bundle"
+    assert nodes["benchmark_node"].parameters[graph.RUN_AGENT_NAMESPACE] == "my_agent"
+    assert nodes["benchmark_node"].parameters["benchmark.arms"] == ["two_visit", "external"]
+    plain = {n.name: n for n in graph.benchmark_graph(config, options(dataset))}
+    assert plain["benchmark_node"].parameters[graph.RUN_AGENT_NAMESPACE] == ""
+
+
 def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_inputs(dataset: Path):
     config = load_config()
     run = options(dataset, arms=("two_visit", "given_answer"), seeds=(3, 4), output="out", static_only=True)
@@ -229,7 +246,8 @@ def test_options_default_to_the_config_and_name_the_bad_argument(dataset: Path):
     assert parsed.arms == tuple(config.benchmark_node.benchmark.arms)
     assert parsed.seeds == tuple(config.benchmark_node.benchmark.seeds)
     assert (parsed.output, parsed.run_dir, parsed.static_only) == ("runs", "", False)
-    assert graph.BenchmarkOptions.from_arguments({"dataset": "d", "arms": "all"}, config).arms == graph.ARM_ORDER
+    every = graph.BenchmarkOptions.from_arguments({"dataset": "d", "arms": "all"}, config).arms
+    assert every == tuple(a.value for a in BUILT_IN_ARMS) == graph.ARM_ORDER[:-1]  # external is named on its own
     assert graph.BenchmarkOptions.from_arguments({"dataset": "d", "seeds": "3"}, config).seeds == (0, 1, 2)
     assert graph.BenchmarkOptions.from_arguments({"dataset": "d", "seeds": "4,7"}, config).seeds == (4, 7)
     for values, name in (
@@ -239,6 +257,10 @@ def test_options_default_to_the_config_and_name_the_bad_argument(dataset: Path):
         ({"dataset": "d", "arms": "two_visit,psychic"}, "arms"),
         ({"dataset": "d", "static_only": "maybe"}, "static_only"),
         ({"dataset": "d", "colour": "red"}, "colour"),
+        ({"dataset": "d", "arms": "two_visit,external"}, "agent_namespace"),
+        ({"dataset": "d", "arms": "two_visit", "agent_namespace": "mine"}, "agent_namespace"),
+        ({"dataset": "d", "arms": "external", "agent_namespace": "/abs"}, "agent_namespace"),
+        ({"dataset": "d", "arms": "external", "agent_namespace": "9lives"}, "agent_namespace"),
     ):
         with pytest.raises(graph.GraphError, match=name):
             graph.BenchmarkOptions.from_arguments(values, config)

@@ -48,7 +48,7 @@ from ovman_eval.runs.results import (
 from ovman_eval.runs.run_dir import BenchmarkError
 from ovman_mapping.instances import Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_mapping.segmenter import SimulatorSegmenter
-from ovman_query.arms import Arm
+from ovman_query.arms import BUILT_IN_ARMS, Arm
 from ovman_sim.recording import read_visit
 from ovman_sim.session import SimSession
 
@@ -76,7 +76,7 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory, dataset, config, cache):
     """Every arm, one seed, static and embodied, one worker; maps built into the shared cache."""
-    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    req = BenchmarkRequest(dataset, BUILT_IN_ARMS, (0,))
     return run_benchmark(req, config, out_root=tmp_path_factory.mktemp("runs"), workers=1, cache_dir=cache)
 
 
@@ -111,13 +111,14 @@ def test_a_run_writes_one_line_per_episode_arm_and_seed_with_its_identity_and_ma
     run_dir = full_run.run_dir
     episodes = read_episodes(dataset)
     records = read_results(run_dir)
-    assert len(records) == len(episodes) * len(Arm)
-    assert [(r.episode_id, r.arm) for r in records] == [(e.episode_id, a.value) for e in episodes for a in Arm]
+    assert len(records) == len(episodes) * len(BUILT_IN_ARMS)
+    expected = [(e.episode_id, a.value) for e in episodes for a in BUILT_IN_ARMS]
+    assert [(r.episode_id, r.arm) for r in records] == expected
     assert (run_dir / FINISHED).is_file()
     assert not (run_dir / PARTIAL_RESULTS).exists() and not (run_dir / PARTIAL_SKETCHES).exists()
     identity = json.loads((run_dir / RUN_FILE).read_text())["identity"]
     assert identity["dataset_sha256"] and identity["code_revision"] and identity["config"]
-    assert identity["request"]["arms"] == [a.value for a in Arm]
+    assert identity["request"]["arms"] == [a.value for a in BUILT_IN_ARMS]
     timings = json.loads((run_dir / TIMINGS).read_text())
     assert timings["complete"] and timings["work"]["maps_build_s"] > 0.0
     assert set(read_sketches(run_dir)) == {e.group_id for e in episodes}
@@ -166,7 +167,7 @@ def test_maps_arms_carry_their_diagnostics(full_run):
 
 
 def test_two_workers_write_the_same_bytes_and_read_the_maps_from_the_cache(full_run, dataset, config, cache, tmp_path):
-    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    req = BenchmarkRequest(dataset, BUILT_IN_ARMS, (0,))
     again = run_benchmark(req, config, out_root=tmp_path, workers=2, cache_dir=cache)
     for name in (RESULTS, SKETCHES):
         assert (again.run_dir / name).read_bytes() == (full_run.run_dir / name).read_bytes()
@@ -185,7 +186,7 @@ def test_an_interrupted_run_resumes_and_does_only_the_missing_work(full_run, dat
     for name in (RESULTS, SKETCHES, FINISHED):
         (run_dir / name).unlink()
     seen = []
-    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    req = BenchmarkRequest(dataset, BUILT_IN_ARMS, (0,))
     resumed = run_benchmark(req, config, run_dir=run_dir, workers=1, cache_dir=cache, progress=seen.append)
     assert (run_dir / RESULTS).read_bytes() == (full_run.run_dir / RESULTS).read_bytes()
     assert (run_dir / SKETCHES).read_bytes() == (full_run.run_dir / SKETCHES).read_bytes()
@@ -197,7 +198,7 @@ def test_a_finished_run_given_again_is_refinished_without_new_work(full_run, dat
     run_dir = tmp_path / "run"
     shutil.copytree(full_run.run_dir, run_dir)
     seen = []
-    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    req = BenchmarkRequest(dataset, BUILT_IN_ARMS, (0,))
     again = run_benchmark(req, config, run_dir=run_dir, workers=1, cache_dir=cache, progress=seen.append)
     assert seen == []  # every group was finished already
     assert (run_dir / RESULTS).read_bytes() == (full_run.run_dir / RESULTS).read_bytes()
@@ -218,7 +219,7 @@ def test_a_damaged_line_in_the_middle_of_partial_results_is_reported_and_its_res
     for name in (RESULTS, SKETCHES, FINISHED):
         (run_dir / name).unlink()
     warned = []
-    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    req = BenchmarkRequest(dataset, BUILT_IN_ARMS, (0,))
     run_benchmark(req, config, run_dir=run_dir, workers=1, cache_dir=cache, warn=warned.append)
     path = run_dir / PARTIAL_RESULTS
     assert warned == [
@@ -236,7 +237,7 @@ def test_a_damaged_line_keeps_a_finished_run_finished_and_giving_it_again_comput
     shutil.copytree(full_run.run_dir, run_dir)
     finished = lines(run_dir / RESULTS)
     (run_dir / RESULTS).write_text("\n".join([*finished[:3], "", *finished[4:]]) + "\n")  # line 4 lost
-    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    req = BenchmarkRequest(dataset, BUILT_IN_ARMS, (0,))
     assert run_benchmark(req, config, out_root=tmp_path, workers=1, cache_dir=cache).run_dir != run_dir
     assert (run_dir / FINISHED).is_file()  # not taken for an unfinished run to resume
     assert main(["report", str(run_dir), "--no-episode-figures"]) == 0
@@ -293,7 +294,7 @@ def test_a_dead_worker_is_named_with_its_unit_and_the_printed_command_resumes_th
         rf"{moving.group_id}; the [01] of 2 units finished are kept, and the run resumes from them; resume with:",
         message,
     ), message
-    request_options[3] = ",".join(a.value for a in Arm)
+    request_options[3] = ",".join(a.value for a in BUILT_IN_ARMS)
     assert shlex.split(resume) == ["ovman", "benchmark", *request_options, "--run-dir", str(run_dir), *options]
     assert not (run_dir / FINISHED).exists()
     monkeypatch.undo()
@@ -306,7 +307,7 @@ def test_an_episode_the_world_cannot_place_gets_an_error_result_and_the_others_r
 ):
     victim = read_episodes(dataset)[0]
     factory = functools.partial(TurnedStartWorld, turned=victim.start_pose.floor)
-    req = BenchmarkRequest(dataset, tuple(Arm), (0,))
+    req = BenchmarkRequest(dataset, BUILT_IN_ARMS, (0,))
     summary = run_benchmark(req, config, out_root=tmp_path, workers=1, cache_dir=cache, world_factory=factory)
     turned = dataclasses.replace(victim.start_pose, yaw_deg=victim.start_pose.yaw_deg + 45.0)
     step = config.sim_node.world.rotate_step_deg
@@ -326,8 +327,9 @@ def test_an_episode_the_world_cannot_place_gets_an_error_result_and_the_others_r
         assert record.static == full[record.key].static
     assert read_sketches(summary.run_dir)[victim.group_id].reachable == ()
     md_path, _ = write_report(summary.run_dir, episode_figures=False)
-    assert f"- **embodied errors**: {len(Arm)} run(s) could not be made (counted as failures): " in md_path.read_text()
-    assert f"{victim.episode_id}, {len(Arm)} run(s): {refused}" in md_path.read_text()
+    errors = f"- **embodied errors**: {len(BUILT_IN_ARMS)} run(s) could not be made (counted as failures): "
+    assert errors in md_path.read_text()
+    assert f"{victim.episode_id}, {len(BUILT_IN_ARMS)} run(s): {refused}" in md_path.read_text()
 
 
 def test_rerunning_a_finished_command_starts_a_new_run(full_run, dataset, config, cache):
@@ -395,7 +397,8 @@ def test_collected_ground_truth_names_the_recording_of_a_bad_or_missing_record(d
 
 
 def test_arm_names_are_checked():
-    assert parse_arms("all") == tuple(Arm)
+    assert parse_arms("all") == BUILT_IN_ARMS and Arm.EXTERNAL not in BUILT_IN_ARMS
+    assert parse_arms("two_visit,external") == (Arm.TWO_VISIT, Arm.EXTERNAL)
     assert parse_arms("two_visit, given_answer") == (Arm.TWO_VISIT, Arm.GIVEN_ANSWER)
     with pytest.raises(BenchmarkError, match="unknown arm 'three_visit'"):
         parse_arms("three_visit")
@@ -491,3 +494,12 @@ def test_lean_maps_keep_what_the_arms_read_and_drop_the_rest():
     assert kept.latest_position == instance.latest_position and kept.moving
     assert kept.points.shape == (0, 3) and lean.history == () and lean.frames == 5
     assert (kept.feature == instance.feature).all() and kept.box == instance.box and kept.labels == instance.labels
+
+
+def test_the_in_process_runner_refuses_the_external_arm(tmp_path: Path, config):
+    # An agent outside OVMAN answers through the ROS graph only: refused before anything runs.
+    request = BenchmarkRequest(tmp_path / "absent", (Arm.TWO_VISIT, Arm.EXTERNAL), (0,))
+    with pytest.raises(BenchmarkError, match=r"arm external .* only through the ROS graph.*--agent-namespace"):
+        run_benchmark(request, config, run_dir=tmp_path / "run")
+    with pytest.raises(BenchmarkError, match="arm external"):
+        evaluate_episode(tmp_path / "absent", "e0", config, (Arm.EXTERNAL,))

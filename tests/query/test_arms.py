@@ -9,6 +9,7 @@ from ovman_eval.task.answers import compute_answer
 from ovman_query.agent import ReferenceAgent
 from ovman_query.arms import (
     BACKGROUND,
+    BUILT_IN_ARMS,
     PARSE_FAILED,
     Arm,
     ArmInputError,
@@ -36,7 +37,7 @@ def q(noun, relation, category=None):
 
 
 def test_arm_names_match_the_benchmark_config():
-    assert [a.value for a in Arm] == CONFIG.benchmark_node.benchmark.arms
+    assert [a.value for a in BUILT_IN_ARMS] == CONFIG.benchmark_node.benchmark.arms
 
 
 def test_single_visit_picks_a_grounded_instance_with_its_exact_success_probability():

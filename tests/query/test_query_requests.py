@@ -159,6 +159,7 @@ def test_a_non_finite_point_is_never_an_answer(agent):
         {"category": "Vase", "relation": "moved", "arm": "given_answer"},
         {"category": "Vase", "relation": "moved", "arm": "oracle_grounding"},
         {"category": "Vase", "relation": "moved", "arm": "sim_perception"},
+        {"category": "Vase", "relation": "moved", "arm": "external"},
         {"category": "Vase", "relation": "moved", "arm": "two_visit_text"},
         {"text": "where was the vase", "relation": "former"},
         {"category": "Vase"},

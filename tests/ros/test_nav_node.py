@@ -376,7 +376,13 @@ def test_a_goal_asking_for_an_update_every_step_waits_for_it_and_fails_without(s
     assert commander.getNavResult().steps == 1, "the first action needs no update; the second waits for one"
 
 
-def test_bad_and_unreachable_goals_fail_with_their_error_codes(nav_node, commander) -> None:
+def test_bad_and_unreachable_goals_fail_with_their_error_codes(nav_node, commander, home) -> None:
+    # A success first: nav_node then reports failures (each logged at another severity) all the same.
+    start, reachable = home
+    assert commander.goToPoint(map_target(farthest(reachable, start.floor)), timeout_sec=DISCOVERY_TIMEOUT_S)
+    wait_until_complete(commander, nav_node)
+    assert commander.getResult() is TaskResult.SUCCEEDED, (commander.getTaskError(), nav_node.diagnosis())
+
     wrong_frame = map_target((2.0, 2.0))
     wrong_frame.header.frame_id = "odom"
     assert commander.goToPoint(wrong_frame, timeout_sec=DISCOVERY_TIMEOUT_S), nav_node.diagnosis()

@@ -255,8 +255,12 @@ class NavNode(GraphNode):
                 goal_handle.succeed()
             else:
                 goal_handle.abort()
-            level = self.get_logger().info if result.success else self.get_logger().warning
-            level(f"Navigate ended: {result.error.name} {result.message} ({result.steps} steps)")
+            # One call site per severity: rclpy's logger raises when one call site changes severity.
+            ended = f"Navigate ended: {result.error.name} {result.message} ({result.steps} steps)"
+            if result.success:
+                self.get_logger().info(ended)
+            else:
+                self.get_logger().warning(ended)
             return result_message(result, self._header())
 
     # navigation

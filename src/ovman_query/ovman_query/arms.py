@@ -11,6 +11,7 @@
 | given_answer | the true answer point (the certification oracle) |
 | category_only | the visit-2 map: the best instance of the category (ObjectNav behaviour) |
 | maintained_map | one map maintained across both visits (DualMap's reading), grounded as oracle_grounding |
+| external | an agent outside OVMAN, through the ROS graph only: its own maps of the played visits, its own answer |
 
 Frames: AI2-THOR world (metres); points are floor (x, z).
 """
@@ -49,6 +50,12 @@ class Arm(str, enum.Enum):
     GIVEN_ANSWER = "given_answer"
     CATEGORY_ONLY = "category_only"
     MAINTAINED_MAP = "maintained_map"
+    EXTERNAL = "external"
+
+
+BUILT_IN_ARMS: tuple[Arm, ...] = tuple(a for a in Arm if a is not Arm.EXTERNAL)
+"""The arms OVMAN computes itself (``all``); ``external`` is a system outside OVMAN that the graph's
+benchmark_node evaluates through its services (docs/external-agent.md), never computed in process."""
 
 
 PARSE_FAILED = "parse failed"

@@ -223,6 +223,12 @@ def answer_query(
     except ValueError:
         valid = ", ".join(a.value for a in Arm)
         return QueryOutcome(Status.INVALID_REQUEST, f"unknown arm {request.arm!r}; expected one of {valid}")
+    if arm is Arm.EXTERNAL:
+        return QueryOutcome(
+            Status.INVALID_REQUEST,
+            "arm external is an agent outside OVMAN, which serves its own ovman/query (docs/external-agent.md)",
+            arm.value,
+        )
     if arm in GROUND_TRUTH_ARMS:
         return QueryOutcome(
             Status.INVALID_REQUEST,

@@ -29,7 +29,7 @@ from ovman_eval.runs.results import (
 from ovman_eval.runs.run_dir import BenchmarkError
 from ovman_eval.task.episodes import EpisodeRecord
 from ovman_mapping.segmenter import with_segmenter
-from ovman_query.arms import Arm
+from ovman_query.arms import BUILT_IN_ARMS, Arm
 from ovman_sim.world import World
 
 MAP_ARMS = {Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.SIM_PERCEPTION, Arm.ORACLE_GROUNDING, Arm.MAINTAINED_MAP}
@@ -114,11 +114,22 @@ def parse_conditions(text: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(c for c in stress if c in names)
 
 
+def check_in_process(arms: Sequence[Arm]) -> None:
+    """Refuse ``external`` for an in-process run: it is a system outside OVMAN, which only the ROS
+    graph's benchmark_node evaluates (through the services of docs/external-agent.md)."""
+    if Arm.EXTERNAL in arms:
+        raise BenchmarkError(
+            "arm external is an agent outside OVMAN, evaluated only through the ROS graph: "
+            "ovman launch benchmark --arms external --agent-namespace NS (see docs/external-agent.md)"
+        )
+
+
 def parse_arms(text: str | Sequence[str]) -> tuple[Arm, ...]:
-    """Arms from a comma-separated string or names; ``all`` means every arm."""
+    """Arms from a comma-separated string or names; ``all`` means every built-in arm
+    (:data:`ovman_query.arms.BUILT_IN_ARMS`: ``external`` is named on its own)."""
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
     if names == ["all"]:
-        return tuple(Arm)
+        return BUILT_IN_ARMS
     arms = []
     for name in names:
         try:

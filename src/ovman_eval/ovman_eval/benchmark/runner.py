@@ -82,6 +82,7 @@ from ovman_eval.benchmark.request import (
     UnitOutcome,
     WorkUnit,
     WorldFactory,
+    check_in_process,
     configured_for,
     dataset_hash,
 )
@@ -104,7 +105,7 @@ from ovman_eval.runs.run_dir import (
     run_dir_lock,
 )
 from ovman_eval.task.episodes import EpisodeRecord
-from ovman_query.arms import Arm
+from ovman_query.arms import BUILT_IN_ARMS, Arm
 from ovman_sim.session import make_world
 
 # ---- the run -------------------------------------------------------------------------------------
@@ -177,6 +178,7 @@ def run_benchmark(
     """
     if workers < 1:
         raise BenchmarkError(f"workers must be at least 1, got {workers}")
+    check_in_process(request.arms)
     if (out_root is None) == (run_dir is None):
         raise BenchmarkError("give exactly one of out_root (a folder of runs) and run_dir (one run)")
     dataset = Path(request.dataset)
@@ -359,7 +361,7 @@ def evaluate_episode(
     dataset: Path,
     episode_id: str,
     config: OvmanConfig,
-    arms: Sequence[Arm] = tuple(Arm),
+    arms: Sequence[Arm] = BUILT_IN_ARMS,
     seed: int = 0,
     *,
     static_only: bool = False,
@@ -368,6 +370,7 @@ def evaluate_episode(
 ) -> tuple[list[ResultRecord], EpisodeSketch]:
     """One episode's records (every arm in ``arms``, one seed) and its sketch, without a run directory
     (``ovman show``)."""
+    check_in_process(arms)
     records = read_episodes(dataset)
     by_id = {r.episode_id: r for r in records}
     if episode_id not in by_id:

@@ -2,6 +2,7 @@
 
     ovman launch benchmark --dataset data/ovman-single
     ovman launch benchmark --dataset data/ovman-single --arms two_visit,given_answer --seeds 2 --out runs
+    ovman launch benchmark --dataset data/ovman-single --arms two_visit,external --agent-namespace my_agent
 
 The same description ``ros2 launch ovman_eval benchmark.launch.py`` starts, for machines where
 only the pip-installed rclpy exists (no ``ros2`` command): every node runs as
@@ -16,7 +17,8 @@ apart) and the command exits with benchmark_node's code (a node killed by a sign
 the signal), or, when a forwarded SIGINT or SIGTERM stopped it (a node ends with 0 when asked to
 stop), with 128 + that signal (130 for Ctrl-C: the run was cut short, and the same command
 resumes it); if another node dies first, the graph is stopped, its log is shown, and the command
-exits with 1.
+exits with 1. An external agent (``--agent-namespace``, docs/external-agent.md) is started by its
+author beside the graph, in that namespace under the graph's; the command does not start it.
 
 No orphans: on Linux every node gets SIGTERM when the launcher dies, even by SIGKILL
 (``PR_SET_PDEATHSIG``). Before starting, the command looks for nodes of the graph's names already
@@ -340,6 +342,7 @@ def add(parser: argparse.ArgumentParser) -> object:
     parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
     parser.add_argument("--rviz", action="store_true", help="also start rviz2 with config/ovman.rviz")
     parser.add_argument("--namespace", default="", help=descriptions["namespace"])
+    parser.add_argument("--agent-namespace", default="", help=descriptions["agent_namespace"])
     parser.add_argument(
         "--use-sim-time",
         default="true",
@@ -367,6 +370,7 @@ def run(args: argparse.Namespace) -> int:
             "rviz": "true" if args.rviz else "false",
             "namespace": args.namespace,
             "use_sim_time": args.use_sim_time,
+            "agent_namespace": args.agent_namespace,
         }
         options = BenchmarkOptions.from_arguments(values, base)
         nodes = benchmark_graph(config_for_dataset(base, options.dataset), options)

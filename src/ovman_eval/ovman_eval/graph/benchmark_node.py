@@ -36,6 +36,14 @@ the other nodes:
    after each action is turned on (``sim_node/set_parameters``) only while such an arm follows,
    and off again after.
 
+**An external agent** (the arm ``external``, ``run.agent_namespace`` NS; docs/external-agent.md):
+in step 1 its ``NS/mapping/start_visit`` follows mapping_node's and its ``NS/mapping/finish_visit``
+(which must report every played frame received) follows mapping_node's; it maps the visit from the
+player's standard camera topics (``player/camera/color/image_raw``...), which the graph then also
+publishes. In step 2 its ``NS/ovman/query`` is given the episode's noun phrase and relation; its
+answer (a finite ``map`` point, or an abstention) is scored and navigated to as any arm's, without
+following a moving target. Its first answer to a start of visit 1 is its start-up handshake.
+
 Steps 1 and 2 prepare the groups one after another, as far as ``node.groups_ahead`` groups ahead
 of the group whose embodied runs (step 3, on sim_node and nav_node) go on meanwhile: the schedule
 is :class:`ovman_eval.graph.group_pipeline.GroupPipeline` (no ROS), whose steps this node's waits and
@@ -51,7 +59,7 @@ itself exits 130).
 Parameters: every key of ``ovman_core.config.node_parameters(config, "benchmark_node")``
 (``benchmark.arms``, ``benchmark.seeds``, ``node.*`` timeouts...) and the run inputs
 ``run.dataset``, ``run.output`` (folder of run directories), ``run.run_dir`` (one run directory;
-wins over ``run.output``), ``run.static_only``, read once at start-up (the parameter services
+wins over ``run.output``), ``run.static_only``, ``run.agent_namespace``, read once at start-up (the parameter services
 list and get them; a set is refused with the reason, and the run directory's ``run.json`` records
 what it ran with). The configuration file is ``$OVMAN_CONFIG`` or the
 default one; it must be the one the other nodes run with (``ovman launch`` and the launch file
@@ -69,6 +77,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -120,6 +129,7 @@ from ovman_eval.graph.description import (
     NAV_NODE,
     PLAYER_NODE,
     QUERY_NODE,
+    RUN_AGENT_NAMESPACE,
     RUN_DATASET,
     RUN_DIR,
     RUN_OUTPUT,
@@ -154,7 +164,7 @@ from ovman_mapping.map_messages import (
     observation_from_topics,
 )
 from ovman_mapping.segmenter import Segmenter
-from ovman_nav.commander import OvmanCommander
+from ovman_nav.commander import OvmanCommander, TaskResult
 from ovman_nav.executor import NavError, NavTarget
 from ovman_nav.nav_messages import occupancy_fields
 from ovman_query.arms import PARSE_FAILED, Arm
@@ -180,7 +190,13 @@ SIM_ACT_CAMERA = "node.act_camera"
 SIM_CAMERA_OUTPUT = "node.camera_output"
 """Where sim_node's camera frames go (:func:`ovman_ros.bundle.camera_outputs`)."""
 """sim_node's run-time switch of the camera bundle after each Act (see :mod:`ovman_sim.sim_node`)."""
-RUN_PARAMETERS: dict[str, Any] = {RUN_DATASET: "", RUN_OUTPUT: "runs", RUN_DIR: "", RUN_STATIC_ONLY: False}
+RUN_PARAMETERS: dict[str, Any] = {
+    RUN_DATASET: "",
+    RUN_OUTPUT: "runs",
+    RUN_DIR: "",
+    RUN_STATIC_ONLY: False,
+    RUN_AGENT_NAMESPACE: "",
+}
 SPIN_PERIOD_S = 0.02
 """(s): longest a wait blocks in one spin before it checks its condition and deadline again."""
 FRAME_QOS = qos.frames(1000)
@@ -201,6 +217,26 @@ def region_corners(footprint: Footprint) -> tuple[Point, Point]:
     b = thor_to_ros_point((footprint.x_max, 0.0, footprint.z_max))
     lo, hi = (min(u, v) for u, v in zip(a, b, strict=True)), (max(u, v) for u, v in zip(a, b, strict=True))
     return Point(**dict(zip("xyz", lo, strict=True))), Point(**dict(zip("xyz", hi, strict=True)))
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentServices:
+    """An external agent's services (docs/external-agent.md), relative names under the graph's
+    namespace: ``<namespace>/mapping/start_visit``, ``.../mapping/finish_visit``, ``.../ovman/query``."""
+
+    namespace: str
+
+    @property
+    def start_visit(self) -> str:
+        return f"{self.namespace}/{names.MAPPING_START_VISIT}"
+
+    @property
+    def finish_visit(self) -> str:
+        return f"{self.namespace}/{names.MAPPING_FINISH_VISIT}"
+
+    @property
+    def query(self) -> str:
+        return f"{self.namespace}/{names.QUERY}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,6 +307,13 @@ class BenchmarkNode(GraphNode):
             SIM_GET_PARAMETERS: self.create_client(GetParameters, SIM_GET_PARAMETERS),
             SIM_SET_PARAMETERS: self.create_client(SetParameters, SIM_SET_PARAMETERS),
         }
+        namespace = str(self.run_inputs[RUN_AGENT_NAMESPACE]).strip("/")
+        self.agent = AgentServices(namespace) if namespace else None
+        """The external agent's services (the arm external), or None."""
+        if self.agent is not None:
+            self.clients_by_name[self.agent.start_visit] = self.create_client(MapVisit, self.agent.start_visit)
+            self.clients_by_name[self.agent.finish_visit] = self.create_client(MapVisit, self.agent.finish_visit)
+            self.clients_by_name[self.agent.query] = self.create_client(Query, self.agent.query)
         self._handshake_clients = {SIM_NODE: self.clients_by_name[SIM_GET_PARAMETERS]} | {
             node: self.create_client(GetParameters, f"{node}/get_parameters") for node in HANDSHAKE_NODES
         }
@@ -393,6 +436,12 @@ class BenchmarkNode(GraphNode):
         if not self.commander.nav_client.wait_for_server(timeout_sec=max(deadline - time.monotonic(), 0.0)):
             raise GraphCallError(f"action {names.NAVIGATE} is not available; is nav_node running?")
         answers = {node: self.handshake(node, client, deadline) for node, client in self._handshake_clients.items()}
+        if self.agent is not None:
+            # The agent's node names are its own: its first answer to a start of visit 1 (which its
+            # contract makes idempotent; the first group starts visit 1 again) is the handshake.
+            who = f"the external agent in {self.agent.namespace}"
+            client = self.clients_by_name[self.agent.start_visit]
+            self.first_answer(who, client, lambda: MapVisit.Request(visit=1), deadline)
         values = answers[SIM_NODE].values
         if len(values) != 2 or values[0].type != ParameterType.PARAMETER_BOOL:
             raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA} (a bool)")
@@ -412,9 +461,14 @@ class BenchmarkNode(GraphNode):
         server's reply writer has not matched this client's reply reader within ~100 ms, and
         ``wait_for_service`` only sees this side's match. An answer shows that ``node``'s process
         has matched this node's endpoints, whose discovery it learns at once."""
+        wanted = [SIM_ACT_CAMERA, SIM_CAMERA_OUTPUT] if node == SIM_NODE else []
+        return self.first_answer(node, client, lambda: GetParameters.Request(names=wanted), deadline)
+
+    def first_answer(self, who: str, client: Client, request: Callable[[], Any], deadline: float) -> Any:
+        """The first answer of ``client``'s server (``who``, for the error) to ``request()``, sent
+        again every ``node.handshake_retry_s`` until ``deadline`` (monotonic s; see :meth:`handshake`)."""
         while True:
-            wanted = [SIM_ACT_CAMERA, SIM_CAMERA_OUTPUT] if node == SIM_NODE else []
-            future = client.call_async(GetParameters.Request(names=wanted))
+            future = client.call_async(request())
             wait = min(self.waits.handshake_retry_s, max(deadline - time.monotonic(), 0.0))
             self._executor.spin_until_future_complete(future, timeout_sec=wait)
             if future.done():
@@ -422,7 +476,7 @@ class BenchmarkNode(GraphNode):
             client.remove_pending_request(future)
             if time.monotonic() >= deadline:
                 raise GraphCallError(
-                    f"{node} did not answer {client.srv_name} within node.start_timeout_s; is it running?"
+                    f"{who} did not answer {client.srv_name} within node.start_timeout_s; is it running?"
                 )
 
     def set_sim_act_camera(self, on: bool) -> None:
@@ -484,7 +538,11 @@ class BenchmarkNode(GraphNode):
         static_s = 0.0
         for episode_id, arm_name, seed in unit.pending:
             record, arm = evaluator.records[episode_id], Arm(arm_name)
-            prediction = (yield from self._query_steps(arm, record)) if arm in QUERY_ARMS else None
+            prediction = None
+            if arm is Arm.EXTERNAL:
+                prediction = yield from self._external_steps(record)
+            elif arm in QUERY_ARMS:
+                prediction = yield from self._query_steps(arm, record)
             clock = time.perf_counter()
             read = evaluator.arm_maps(arm, records, maps, dict.fromkeys(TIMING_KEYS, 0.0))
             if prediction is None:
@@ -513,6 +571,8 @@ class BenchmarkNode(GraphNode):
         started = yield from self._call_steps(START_VISIT_SERVICE, MapVisit.Request(visit=visit))
         if not started.success:
             raise GraphCallError(f"{START_VISIT_SERVICE} visit {visit}: {started.message}")
+        if self.agent is not None:
+            yield from self._agent_visit_steps(self.agent.start_visit, MapVisit.Request(visit=visit))
         loaded = yield from self._call_steps(PLAYER_LOAD_SERVICE, LoadVisit.Request(recording=str(recording)))
         if not loaded.success:
             raise GraphCallError(f"{PLAYER_LOAD_SERVICE} {recording}: {loaded.message}")
@@ -538,12 +598,26 @@ class BenchmarkNode(GraphNode):
         finished = yield from self._call_steps(FINISH_VISIT_SERVICE, request)
         if not finished.success:
             raise GraphCallError(f"{FINISH_VISIT_SERVICE} visit {visit}: {finished.message}")
+        if self.agent is not None:
+            yield from self._agent_visit_steps(self.agent.finish_visit, request)
         yield Wait.within(
             lambda: self.map_counts[visit] > received,
             f"the visit-{visit} map on /ovman/map/visit{visit}",
             self.waits.message_timeout_s,
         )
         return instance_map_from_msg(self.maps[visit][-1], self.config.shared.limits)
+
+    def _agent_visit_steps(self, service: str, request: MapVisit.Request) -> StepsT[None]:
+        """The external agent's start or finish of ``request.visit``; a finish must report every
+        played frame (``request.expected_frames``) as received."""
+        reply = yield from self._call_steps(service, request)
+        if not reply.success:
+            raise GraphCallError(f"the external agent's {service} visit {request.visit}: {reply.message}")
+        if request.expected_frames and reply.frames != request.expected_frames:
+            raise GraphCallError(
+                f"the external agent's {service} visit {request.visit} reports {reply.frames} frames received of "
+                f"the {request.expected_frames} played (docs/external-agent.md: subscribe reliable, deep enough)"
+            )
 
     def _call_steps(self, service: str, request: Any) -> StepsT[Any]:
         """``service``'s reply to ``request``; the preparation goes on as soon as it arrives."""
@@ -591,6 +665,35 @@ class BenchmarkNode(GraphNode):
             confidence=float(response.confidence),
             explanation=response.explanation,
             arm=arm.value,
+        )
+
+    def _external_steps(self, record: EpisodeRecord) -> StepsT[Prediction]:
+        """The external agent's answer (its ``ovman/query``, given the episode's noun phrase and
+        relation, as two_visit is): a finite goal in the ``map`` frame when answered. Its instance
+        ids name its own maps, not OVMAN's, so the answer rests on its point alone (a moving target
+        is not followed: the point is navigated to). A reply outside the contract stops the run."""
+        assert self.agent is not None
+        request = Query.Request(category=record.query.noun_phrase, relation=record.query.relation.value)
+        response = yield from self._call_steps(self.agent.query, request)
+        where = f"the external agent's {self.agent.query} for episode {record.episode_id}"
+        if response.status not in (Query.Response.ANSWERED, Query.Response.ABSTAINED):
+            raise GraphCallError(f"{where}: status {response.status} ({response.explanation})")
+        confidence = float(response.confidence)
+        if not math.isfinite(confidence):
+            raise GraphCallError(f"{where}: confidence {confidence} is not finite")
+        point = None
+        if response.status == Query.Response.ANSWERED:
+            goal = response.goal
+            if goal.header.frame_id != self.config.frames.map:
+                raise GraphCallError(
+                    f"{where}: goal in frame {goal.header.frame_id!r}; expected {self.config.frames.map!r}"
+                )
+            if not all(math.isfinite(v) for v in (goal.point.x, goal.point.y, goal.point.z)):
+                raise GraphCallError(f"{where}: goal {goal.point.x}, {goal.point.y}, {goal.point.z} is not finite")
+            point = world_floor(goal.point)
+        phrase = response.noun_phrase or record.query.noun_phrase
+        return Prediction(
+            point, record.query.relation, phrase, (), confidence, response.explanation, Arm.EXTERNAL.value
         )
 
     # ---------------------------------------------------------------- embodied run
@@ -658,6 +761,12 @@ class BenchmarkNode(GraphNode):
         result = self.commander.getNavResult()
         if result is None:
             raise GraphCallError(f"episode {record.episode_id}: nav_node returned no Navigate result")
+        if NavError(result.error_code) is NavError.NONE and self.commander.getResult() is not TaskResult.SUCCEEDED:
+            # A Navigate whose server failed to answer ends with the default result (error NONE).
+            raise GraphCallError(
+                f"episode {record.episode_id}: nav_node's Navigate ended {self.commander.getResult().name} with no "
+                f"error code: see nav_node's log"
+            )
         final_state, last = self.act_stop()
         frames = sorted(
             (f for f in self.truth_frames if first.stamp_ns <= f.stamp_ns <= last.stamp_ns), key=lambda f: f.stamp_ns
@@ -840,6 +949,11 @@ class BenchmarkNode(GraphNode):
             request = BenchmarkRequest(
                 dataset, parse_arms(params.arms), tuple(params.seeds), bool(inputs[RUN_STATIC_ONLY])
             )
+            if (Arm.EXTERNAL in request.arms) != (self.agent is not None):
+                raise BenchmarkError(
+                    f"parameter {RUN_AGENT_NAMESPACE} must name the external agent's namespace exactly when "
+                    f"benchmark.arms includes external (docs/external-agent.md)"
+                )
             records = checked_episodes(dataset)
             if not records:
                 raise BenchmarkError(f"{dataset}: the dataset holds no episodes")
@@ -853,6 +967,7 @@ class BenchmarkNode(GraphNode):
                 evaluator.encoder.description,
                 out_root=None if run_dir else Path(str(inputs[RUN_OUTPUT])),
                 run_dir=run_dir,
+                external_agent=self.agent.namespace if self.agent is not None else "",
             )
         except (BenchmarkError, DatasetError, ConfigError, ValueError) as err:
             self.get_logger().error(str(err))

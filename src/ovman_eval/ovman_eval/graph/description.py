@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters
-from ovman_eval.runs.results import ARM_ORDER, parse_seeds
+from ovman_eval.runs.results import ARM_ORDER, EXTERNAL_ARM, parse_seeds
 from ovman_ros import bundle, names
 
 ParameterValue = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
@@ -81,7 +81,10 @@ RUN_DATASET = "run.dataset"
 RUN_OUTPUT = "run.output"
 RUN_DIR = "run.run_dir"
 RUN_STATIC_ONLY = "run.static_only"
-"""benchmark_node's run inputs: not constants of the configuration, so not in config/ovman.yaml."""
+RUN_AGENT_NAMESPACE = "run.agent_namespace"
+"""benchmark_node's run inputs: not constants of the configuration, so not in config/ovman.yaml.
+``run.agent_namespace``: where an external agent serves the services of docs/external-agent.md
+(relative: under the graph's namespace), for the arm ``external``; empty without it."""
 USE_SIM_TIME = "use_sim_time"
 """rclpy's own parameter: the node's clock follows the ``clock`` topic (``/clock`` remapped to it)."""
 SIM_TIME_NODES = (SIM_NODE, PLAYER_NODE, MAPPING_NODE, QUERY_NODE, NAV_NODE, BENCHMARK_NODE)
@@ -124,6 +127,12 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
         "true",
         "true: sim_node, the player, query_node, nav_node and benchmark_node follow sim_node's clock topic",
     ),
+    LaunchArgument(
+        "agent_namespace",
+        "",
+        "namespace of an external agent (relative, e.g. my_agent) evaluated as the arm external "
+        "(docs/external-agent.md); empty: none",
+    ),
 )
 NAMESPACE_PATTERN = re.compile(r"(/?[A-Za-z_][A-Za-z0-9_]*)*")
 """A ROS namespace: tokens of letters, digits and underscores, none starting with a digit."""
@@ -145,6 +154,9 @@ class BenchmarkOptions:
     """The graph's namespace, absolute ("" or "/robot1"); every node's names resolve under it."""
     use_sim_time: bool = True
     """``use_sim_time`` of every node (:data:`SIM_TIME_NODES`)."""
+    agent_namespace: str = ""
+    """Where an external agent serves its services, relative to the graph's namespace: required
+    with the arm ``external`` and refused without it (docs/external-agent.md)."""
 
     def __post_init__(self) -> None:
         if not self.dataset:
@@ -155,6 +167,19 @@ class BenchmarkOptions:
         if unknown:
             raise GraphError(
                 f"launch argument arms: unknown {', '.join(unknown)}; expected {', '.join(ARM_ORDER)} or all"
+            )
+        external = EXTERNAL_ARM in self.arms
+        if external != bool(self.agent_namespace):
+            raise GraphError(
+                "launch argument agent_namespace: give it exactly when the arms include external "
+                f"(arms {', '.join(self.arms)}; agent_namespace {self.agent_namespace!r})"
+            )
+        if self.agent_namespace and (
+            not NAMESPACE_PATTERN.fullmatch(self.agent_namespace) or self.agent_namespace.startswith("/")
+        ):
+            raise GraphError(
+                "launch argument agent_namespace: expected a relative ROS namespace such as my_agent (letters, digits, "
+                f"underscores; no token starting with a digit; no leading /), got {self.agent_namespace!r}"
             )
         if not self.seeds or any(s < 0 for s in self.seeds):
             raise GraphError(f"launch argument seeds: give non-negative integers, got {list(self.seeds)}")
@@ -180,7 +205,7 @@ class BenchmarkOptions:
         params = config.benchmark_node.benchmark
         arms = tuple(n.strip() for n in get("arms").split(",") if n.strip()) or tuple(params.arms)
         if arms == ("all",):
-            arms = ARM_ORDER
+            arms = tuple(a for a in ARM_ORDER if a != EXTERNAL_ARM)
         try:
             seeds = parse_seeds(get("seeds")) if get("seeds") else tuple(params.seeds)
         except ValueError as err:
@@ -195,6 +220,7 @@ class BenchmarkOptions:
             rviz=parse_bool(get("rviz"), "rviz"),
             namespace=("/" + get("namespace").strip("/")) if get("namespace").strip("/") else "",
             use_sim_time=parse_bool(get("use_sim_time"), "use_sim_time"),
+            agent_namespace=get("agent_namespace").rstrip("/"),
         )
 
 
@@ -343,6 +369,7 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
             RUN_OUTPUT: options.output,
             RUN_DIR: options.run_dir,
             RUN_STATIC_ONLY: options.static_only,
+            RUN_AGENT_NAMESPACE: options.agent_namespace,
         }
     )
     by_node = {SIM_NODE: sim, MAPPING_NODE: mapping, QUERY_NODE: query, NAV_NODE: nav, BENCHMARK_NODE: bench}
@@ -350,6 +377,9 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
         by_node.get(name, sim)[USE_SIM_TIME] = options.use_sim_time  # the player runs with sim_node's parameters
     checked = {name: _checked(name, params) for name, params in by_node.items()}
     checked[PLAYER_NODE] = checked[SIM_NODE]  # the player plays the recordings of sim_node's world
+    if options.agent_namespace:
+        # An external agent maps the played visits from the standard camera topics.
+        checked[PLAYER_NODE] = {**checked[SIM_NODE], "node.camera_output": bundle.CAMERA_BOTH_OUTPUT}
     return tuple(
         NodeSpec(
             t.name,

@@ -213,6 +213,9 @@ class GraphRun(RunFiles):
 
     Opens ``run_dir`` or the newest unfinished graph run with the same identity under ``out_root``
     (else a new ``out_root/<UTC stamp>``); :attr:`units` is the work still to do, group by group.
+    ``external_agent``: the namespace of the external agent evaluated as the arm external, part of
+    the identity (a run resumes only with the agent of that namespace; which program answers
+    there is the user's to keep the same).
     """
 
     def __init__(
@@ -224,6 +227,7 @@ class GraphRun(RunFiles):
         *,
         out_root: Path | None = None,
         run_dir: Path | None = None,
+        external_agent: str = "",
     ) -> None:
         if (out_root is None) == (run_dir is None):
             raise BenchmarkError("give exactly one of out_root (a folder of runs) and run_dir (one run)")
@@ -232,6 +236,8 @@ class GraphRun(RunFiles):
         dataset = Path(request.dataset)
         digest = dataset_hash(dataset)
         identity = {**run_identity(request, config, digest, code_revision(), encoder_description), "wiring": WIRING}
+        if external_agent:  # absent otherwise: the identity of runs without one is what it was
+            identity["external_agent"] = external_agent
         if run_dir is None:
             assert out_root is not None
             run_dir = find_resumable(out_root, identity) or new_run_dir(out_root)

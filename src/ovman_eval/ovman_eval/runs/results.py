@@ -101,10 +101,13 @@ ARM_ORDER: tuple[str, ...] = (
     "given_answer",
     "category_only",
     "maintained_map",
+    "external",
 )
 """Arms (ovman_query.arms.Arm values) in the order of tables and results files: the agent, its
-sim_perception diagnostic, the single-visit arm, the rungs of the error budget, then the
-category-only baseline."""
+sim_perception diagnostic, the single-visit arm, the rungs of the error budget, the
+category-only baseline, the maintained map, then an external agent evaluated through the graph."""
+EXTERNAL_ARM = "external"
+"""The arm of an agent outside OVMAN (ovman_query.arms.Arm.EXTERNAL), evaluated through the graph only."""
 
 
 BASELINE = "baseline"
@@ -599,6 +602,7 @@ __all__ = [
     "CHECKSUM",
     "CONDITION_ORDER",
     "EMBODIED_ERROR",
+    "EXTERNAL_ARM",
     "FINISHED",
     "FORMAT_VERSION",
     "LOCK",
