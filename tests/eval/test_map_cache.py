@@ -127,7 +127,7 @@ def every_field_set() -> GroupMaps:
         instances=(instance, other),
         encoder="test",
         frames=12,
-        history=(MapSnapshot(3, 7, {"v1:0": (0.1, 0.2, 0.3)}), MapSnapshot(4, 8, {})),
+        history=(MapSnapshot(3, 7, {"v1:0": (0.1, 0.2, 0.3)}, frozenset({"v1:0"})), MapSnapshot(4, 8, {})),
         aliases={"w:0": "v1:0"},
     )
     mug = ObjectState("Mug_1", "Mug", (0.125, 1.0, 1.5), box, movable=False)
@@ -195,7 +195,7 @@ def test_the_codec_stores_every_field():
         | {"motion_evidence"},
     }
     others = (InstanceMap, MapSnapshot, Sighting, Association, MatchedPair, ObjectState, Box3, CrossVisitEvidence)
-    assert [len(dataclasses.fields(cls)) for cls in others] == [7, 3, 4, 5, 7, 5, 2, 2]
+    assert [len(dataclasses.fields(cls)) for cls in others] == [7, 4, 4, 5, 7, 5, 2, 2]
 
 
 def test_diagnostics_that_json_would_change_are_refused_when_written(entry, tmp_path):

@@ -146,6 +146,12 @@ def test_history_keeps_every_frame_and_its_working_ids_resolve_to_final_instance
     for instance in instance_map:
         uids = [u for u in last if instance_map.aliases[u] == instance.uid]
         assert any(np.allclose(last[u], instance.position, atol=0.2) for u in uids)
+    # Each snapshot names the working tracks its frame's segments were fused into: held ones, and
+    # every track is sighted in the frame it appears.
+    for before, snapshot in zip((None, *instance_map.history), instance_map.history, strict=False):
+        assert snapshot.seen <= set(snapshot.positions)
+        assert set(snapshot.positions) - (set(before.positions) if before else set()) <= snapshot.seen
+    assert any(snapshot.seen for snapshot in instance_map.history)
 
 
 def test_segment_ids_shuffled_per_frame_do_not_change_the_map():

@@ -555,11 +555,13 @@ class GenerationParams:
 
 @dataclasses.dataclass(frozen=True)
 class DiagnosticsParams:
-    """Map and memory diagnostics (TASK.md §8, ``ovman_eval.analysis.diagnostics``) and the true category
-    of map instances (``ovman_eval.benchmark.truth_shares``). Metres."""
+    """Map and memory diagnostics (TASK.md §8, ``ovman_eval.analysis.diagnostics`` and
+    ``ovman_eval.analysis.remember``) and the true category of map instances
+    (``ovman_eval.benchmark.truth_shares``). Metres; ``memory_load_bin`` in working tracks."""
 
     match_gate: NonNegative
     truth_margin: NonNegative
+    memory_load_bin: Count
 
 
 @dataclasses.dataclass(frozen=True)

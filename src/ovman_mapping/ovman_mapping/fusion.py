@@ -227,7 +227,8 @@ class MapBuilder:
             self._assign(segments)
         centres = ((np.array([t.lo for t in self._tracks]) + np.array([t.hi for t in self._tracks])) / 2.0).tolist()
         positions = {t.uid: (c[0], c[1], c[2]) for t, c in zip(self._tracks, centres, strict=True)}
-        self._history.append(MapSnapshot(index, frame.step, positions))
+        seen = frozenset(t.uid for t in self._tracks if index in t.frames)
+        self._history.append(MapSnapshot(index, frame.step, positions, seen))
         return len(segments)
 
     def _assign(self, segments: list[SegmentObservation]) -> None:

@@ -90,11 +90,14 @@ class Instance(SightingSpan):
 @dataclasses.dataclass(frozen=True)
 class MapSnapshot:
     """Positions of the instances as the map stood after one frame (for temporal-stability
-    diagnostics): working uid → box centre (world, metres). Resolve uids with ``InstanceMap.aliases``."""
+    diagnostics): working uid → box centre (world, metres); ``seen``: the working uids that frame's
+    segments were fused into (sighted in it; the memory diagnostics' last sightings). Resolve uids
+    with ``InstanceMap.aliases``."""
 
     frame_index: int
     step: int
     positions: Mapping[str, Vec3]
+    seen: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -421,7 +421,16 @@ SECTIONS = (
     ("Perception", ("perception", "perception_confusions"), ()),
     (
         "Map and memory",
-        ("maps", "memory", "appearance", "appearance_fit", "appearance_variants", "stress_success", "stress_maps"),
+        (
+            "maps",
+            "memory",
+            "remember",
+            "appearance",
+            "appearance_fit",
+            "appearance_variants",
+            "stress_success",
+            "stress_maps",
+        ),
         ("map_quality.png",),
     ),
     ("Validity checks", ("seeds", "margin", "sweep", "rejections", "text_queries", "parser", "parser_confusion"), ()),

@@ -50,6 +50,7 @@ from statistics import stdev
 
 from ovman_core.relations import Relation
 from ovman_eval.analysis.diagnostics import auroc
+from ovman_eval.analysis.remember import remember_table
 from ovman_eval.analysis.stats import holm, mcnemar_exact, poisson_binomial_sf
 from ovman_eval.analysis.stress import stress_tables
 from ovman_eval.analysis.table import EMBODIED, GATES, STATIC, Table, TableError, fmt_ci, fmt_num, fmt_p, fmt_rate
@@ -994,6 +995,7 @@ def all_tables(records: Sequence[ResultRecord], seed: int | None = None) -> list
         margin_table(records),
         map_table(records),
         memory_table(records, seed),
+        remember_table(records),
         appearance_table(records),
         *stress_tables(conditioned, seed),
     ]

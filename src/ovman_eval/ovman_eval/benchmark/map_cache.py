@@ -52,6 +52,7 @@ from ovman_core.files import atomic_write_bytes
 from ovman_core.observation import Observation
 from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.analysis.diagnostics import appearance_pairs, diagnose_map, diagnose_visits
+from ovman_eval.analysis.remember import visit_memory
 from ovman_eval.benchmark.map_entry import CACHE_FORMAT, GroupMaps, GroupTruth, decode_entry, encode_entry
 from ovman_eval.benchmark.truth_shares import true_shares
 from ovman_eval.runs.fingerprint import source_fingerprint
@@ -80,12 +81,13 @@ _KEY_SOURCES = (
     ("ovman_eval.benchmark", "map_cache.py"),
     ("ovman_eval.benchmark", "map_entry.py"),
     ("ovman_eval.analysis", "diagnostics.py"),
+    ("ovman_eval.analysis", "remember.py"),
     ("ovman_eval.benchmark", "truth_shares.py"),
     ("ovman_query", "association.py"),
 )
 """Source files whose content keys the cache: the mapper, the recording reader, this module, the
-diagnostics, the true categories and the association they are computed with (None: every .py of
-the package)."""
+diagnostics (and the Remember metrics), the true categories and the association they are computed
+with (None: every .py of the package)."""
 
 
 class MapCacheError(RuntimeError):
@@ -430,10 +432,14 @@ def _diagnostics(
     second = diagnose_map(maps[2], truth.visit2_end, truth.discoverable2, gate)
     memory = diagnose_visits(association, first, second, truth.visit1, truth.visit2_end, config.task.min_displacement)
     cues = appearance_pairs(maps[1], maps[2], first.match, second.match, truth.visit1, truth.visit2_end)
+    load_bin = config.benchmark_node.diagnostics.memory_load_bin
     return _plain_numbers(
         {
             "visit1": first.summary(),
             "visit2": second.summary(),
+            "remember": {
+                f"visit{visit}": visit_memory(maps[visit].history, maps[visit].aliases, load_bin) for visit in (1, 2)
+            },
             "memory": {
                 "sir": memory.identity.score,
                 "identity_ratio": memory.identity.ratio,

@@ -23,7 +23,7 @@ from ovman_mapping.instances import CrossVisitEvidence, Instance, InstanceMap, M
 from ovman_query.arms import TrueShares
 from ovman_query.association import Association, MatchedPair
 
-CACHE_FORMAT = 6
+CACHE_FORMAT = 7
 """Bumped when :class:`GroupMaps` or the entry codec changes shape."""
 
 
@@ -175,6 +175,7 @@ def _map_document(instance_map: InstanceMap, arrays: list[np.ndarray]) -> dict[s
                 "frame_index": snapshot.frame_index,
                 "step": snapshot.step,
                 "uids": list(snapshot.positions),
+                "seen": sorted(snapshot.seen),
                 "positions": _stored(arrays, np.array(list(snapshot.positions.values()), dtype=np.float64)),
             }
             for snapshot in instance_map.history
@@ -235,6 +236,7 @@ def _map_of(document: dict[str, Any], arrays: list[np.ndarray]) -> InstanceMap:
                 uid: tuple(row)
                 for uid, row in zip(snapshot["uids"], arrays[snapshot["positions"]].tolist(), strict=True)
             },
+            seen=frozenset(snapshot["seen"]),
         )
         for snapshot in document["history"]
     )
