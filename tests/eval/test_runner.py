@@ -160,7 +160,9 @@ def test_oracle_positions_pass_the_static_gate_and_spl_uses_the_shortest_path_to
 
 def test_maps_arms_carry_their_diagnostics(full_run):
     by_arm = {r.arm: r for r in full_run.records if r.relation == "moved"}
-    assert set(by_arm["two_visit"].diagnostics) == {"visit1", "visit2", "memory"}
+    assert set(by_arm["two_visit"].diagnostics) == {"visit1", "visit2", "memory", "remember"}
+    remembered = by_arm["two_visit"].diagnostics["remember"]["visit1"]  # from the mapper's snapshots
+    assert remembered["tracks"] > 0 and sum(n for n, _, _ in remembered["serial"]) == remembered["tracks"]
     assert set(by_arm["single_visit"].diagnostics) == {"visit2"}
     assert by_arm["given_answer"].diagnostics is None
     assert 0.0 <= by_arm["two_visit"].diagnostics["visit1"]["aec"] <= 1.0

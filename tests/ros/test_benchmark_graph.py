@@ -33,13 +33,16 @@ from ovman_eval.generation.dataset import generate_dataset
 from ovman_eval.generation.plan import GenerationRequest
 from ovman_eval.graph.description import BenchmarkOptions, benchmark_graph, config_for_dataset
 from ovman_eval.graph.run import WIRING
-from ovman_eval.runs.results import ARM_ORDER, FINISHED, RESULTS, RUN_FILE, to_json_line
+from ovman_eval.runs.results import FINISHED, RESULTS, RUN_FILE, to_json_line
+from ovman_query.arms import BUILT_IN_ARMS
 
 from .conftest import ros_environment
 
 pytestmark = pytest.mark.ros
 
 RELATIONS = (Relation.MOVED, Relation.REMOVED, Relation.MOVING)
+ARMS = tuple(a.value for a in BUILT_IN_ARMS)
+"""Every arm OVMAN computes (the arm external has its own test, tests/ros/test_external_agent.py)."""
 SCENE = "embedded-1"
 STATIC_FIELDS = ("point", "success", "distance", "failure", "category_success", "success_probability")
 FLOAT32_EPS = 1e-6
@@ -103,7 +106,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     summary = run_benchmark(BenchmarkRequest(dataset, arms, (0,)), config, run_dir=directory / "in_process")
 
     graph_dir = directory / "graph"
-    options = BenchmarkOptions(str(dataset), ARM_ORDER, (0,), run_dir=str(graph_dir))
+    options = BenchmarkOptions(str(dataset), ARMS, (0,), run_dir=str(graph_dir))
     nodes = benchmark_graph(config_for_dataset(config, dataset), options)
     log_dir = directory / "logs"
     with pytest.MonkeyPatch.context() as env:
@@ -132,7 +135,7 @@ def test_the_graph_finishes_its_run_in_the_runners_layout(runs: Runs):
     assert [(r["episode_id"], r["arm"], r["seed"]) for r in runs.graph] == [
         (r["episode_id"], r["arm"], r["seed"]) for r in runs.in_process
     ]
-    assert len(runs.graph) == len(RELATIONS) * len(ARM_ORDER)
+    assert len(runs.graph) == len(RELATIONS) * len(ARMS)
 
 
 def test_every_node_reports_its_cpu_time_in_its_log(runs: Runs):
@@ -143,7 +146,7 @@ def test_every_node_reports_its_cpu_time_in_its_log(runs: Runs):
     assert all(seconds > 0.0 for seconds in reports.values())
 
 
-@pytest.mark.parametrize("arm", ARM_ORDER)
+@pytest.mark.parametrize("arm", ARMS)
 def test_every_episode_gets_the_in_process_static_result(runs: Runs, arm: str):
     for graph, reference in zip(runs.graph, runs.in_process, strict=True):
         if graph["arm"] != arm:
@@ -153,7 +156,7 @@ def test_every_episode_gets_the_in_process_static_result(runs: Runs, arm: str):
         assert graph["static"]["confidence"] == pytest.approx(reference["static"]["confidence"], abs=FLOAT32_EPS)
 
 
-@pytest.mark.parametrize("arm", ARM_ORDER)
+@pytest.mark.parametrize("arm", ARMS)
 def test_every_episode_gets_the_in_process_embodied_result(runs: Runs, arm: str):
     for graph, reference in zip(runs.graph, runs.in_process, strict=True):
         if graph["arm"] != arm:
