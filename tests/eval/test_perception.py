@@ -78,6 +78,37 @@ def test_training_is_deterministic_and_writes_a_model_the_mapper_loads(tmp_path)
     assert out.ids.shape == frame.segments.shape
 
 
+def test_worker_processes_render_and_evaluate_the_homes_to_the_same_model_and_figures(tmp_path):
+    config = tiny_config()
+    params = dataclasses.replace(config.benchmark_node.perception, train_homes=2, test_homes=2)
+    config = dataclasses.replace(config, benchmark_node=dataclasses.replace(config.benchmark_node, perception=params))
+    here = perception.train_perception(config, tmp_path / "here")
+    pooled = perception.train_perception(config, tmp_path / "pooled", workers=2)
+    assert (tmp_path / "here" / WEIGHTS_FILE).read_bytes() == (tmp_path / "pooled" / WEIGHTS_FILE).read_bytes()
+    assert here["training"]["frames"] == pooled["training"]["frames"]
+    assert here["held_out"] == pooled["held_out"]
+    assert here["held_out"]["test_scenes"] == ["perception-test-0", "perception-test-1"]
+    # the held-out figures are the sum over the homes: each home's own evaluation adds up to them
+    segmenter = LearnedSegmenter(
+        dataclasses.replace(config.mapping_node.segmenter, kind="learned", model=str(tmp_path / "here")),
+        perception.VOCABULARY,
+    )
+    frames = list(perception.perception_frames(config, "test", 2))
+    assert perception.evaluate(segmenter, frames, config) == {
+        k: v for k, v in here["held_out"].items() if k not in ("test_scenes", "conditions")
+    }
+
+
+def test_tallies_of_disjoint_frames_add_up():
+    a = perception.Tally(2, 5, 4, 3, 2, {"Chair": (1, 2), "Vase": (1, 1)}, {("Chair", "Box"): 1})
+    b = perception.Tally(1, 2, 2, 1, 0, {"Chair": (0, 1)}, {("Chair", "Box"): 1, ("Vase", "Bowl"): 2})
+    total = a + b
+    assert (total.frames, total.segments, total.predicted, total.matched, total.correct) == (3, 7, 6, 4, 2)
+    assert total.per_category == {"Chair": (1, 3), "Vase": (1, 1)}
+    assert total.confusions == {("Chair", "Box"): 2, ("Vase", "Bowl"): 2}
+    assert perception.Tally() + a == a
+
+
 def test_cell_targets_mark_classes_and_the_borders_between_instances():
     segments = np.zeros((8, 8), np.int32)
     segments[:, :4] = 1

@@ -312,7 +312,9 @@ def test_ovman_sweep_on_a_generated_dataset_reproduces_the_runs_margin_at_the_ge
     truths = read_truths(dataset, records)
     assert all(drop_reason(r, truths[r.episode_id], BASE, config.task) is None for r in records)
 
-    assert main(["sweep", str(run_dir), "--dataset", str(dataset), "--quiet"]) == 0
+    assert read_truths(dataset, records, workers=2) == truths  # two worker processes read the same truth
+
+    assert main(["sweep", str(run_dir), "--dataset", str(dataset), "--quiet", "--workers", "2"]) == 0
     printed = capsys.readouterr().out
     document = json.loads((run_dir / SWEEP_FILE).read_text())
     scored = read_results(run_dir)

@@ -522,12 +522,15 @@ class NavConfig:
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkParams:
-    """Benchmark run: arms, seeds, worker processes, moving-target tracking (m), the default dataset
-    (its single-change split and its multi-change part), the paper-scale preset."""
+    """Benchmark run: arms, seeds, worker processes (and the Ray backend's task retries), moving-target
+    tracking (m), the default dataset (its single-change split and its multi-change part), the
+    paper-scale preset."""
 
     arms: list[str]
     seeds: list[Seed]
     workers: Threads
+    ray_task_retries: CountOrZero
+    ray_connect_timeout_s: Positive
     track_gate: Positive
     default_scenes: Count
     default_per_relation: Count

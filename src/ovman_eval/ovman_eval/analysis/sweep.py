@@ -60,6 +60,7 @@ from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.analysis.stats import poisson_binomial_sf
 from ovman_eval.analysis.table import STATIC, Table, TableError, fmt_num
 from ovman_eval.analysis.tables import Outcomes
+from ovman_eval.runs.backend import LOCAL_BACKEND, Backend
 from ovman_eval.runs.results import ResultRecord
 from ovman_eval.task.admissibility import separation_violations
 from ovman_eval.task.answers import NoAnswerError, compute_answer
@@ -238,23 +239,39 @@ def read_truth(dataset: str | os.PathLike[str], record: EpisodeRecord) -> Episod
     return EpisodeTruth(w1, states[0], carried)
 
 
+def _truth_reader(dataset: str) -> Callable[[EpisodeRecord], tuple[str, EpisodeTruth]]:
+    """A worker's reader of one recorded group's truth (:meth:`ovman_eval.runs.backend.Backend.run`)."""
+    return lambda record: (record.group_id, read_truth(dataset, record))
+
+
 def read_truths(
     dataset: str | os.PathLike[str],
     records: Sequence[EpisodeRecord],
     progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
+    backend: Backend = LOCAL_BACKEND,
 ) -> dict[str, EpisodeTruth]:
-    """:func:`read_truth` of every record, by episode id; each recorded group is read once.
-    ``progress(done, total)`` is called after each group."""
-    by_group: dict[str, EpisodeTruth] = {}
-    groups = list(dict.fromkeys(r.group_id for r in records))
-    truths = {}
+    """:func:`read_truth` of every record, by episode id; each recorded group is read once, a unit
+    of ``backend`` with ``workers`` (the same truths wherever they are read). ``progress(done,
+    total)`` is called after each group."""
+    firsts: dict[str, EpisodeRecord] = {}
     for record in records:
-        if record.group_id not in by_group:
-            by_group[record.group_id] = read_truth(dataset, record)
-            if progress is not None:
-                progress(len(by_group), len(groups))
-        truths[record.episode_id] = by_group[record.group_id]
-    return truths
+        firsts.setdefault(record.group_id, record)
+    first = list(firsts.values())
+    by_group: dict[str, EpisodeTruth] = {}
+
+    def commit(done: tuple[str, EpisodeTruth]) -> None:
+        by_group[done[0]] = done[1]
+        if progress is not None:
+            progress(len(by_group), len(first))
+
+    if backend.in_process(workers, len(first)):
+        read = _truth_reader(str(dataset))
+        for record in first:
+            commit(read(record))
+    else:
+        backend.run(first, workers, _truth_reader, (str(dataset),), commit, label=lambda r: r.group_id)
+    return {record.episode_id: by_group[record.group_id] for record in records}
 
 
 # ---- re-deriving admissibility -------------------------------------------------------------------

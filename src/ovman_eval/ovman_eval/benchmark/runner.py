@@ -88,7 +88,8 @@ from ovman_eval.benchmark.request import (
 )
 from ovman_eval.generation.dataset import DatasetError, code_revision, read_episodes, read_manifest
 from ovman_eval.generation.validate import checked_episodes
-from ovman_eval.runs.pool import PoolBrokenError, run_pool
+from ovman_eval.runs.backend import LOCAL_BACKEND, Backend
+from ovman_eval.runs.pool import PoolBrokenError
 from ovman_eval.runs.results import (
     BASELINE,
     FORMAT_VERSION,
@@ -162,8 +163,11 @@ def run_benchmark(
     progress: ProgressCallback | None = None,
     warn: Callable[[str], None] | None = None,
     full_validation: bool = False,
+    backend: Backend = LOCAL_BACKEND,
 ) -> RunSummary:
-    """Run (or resume) the benchmark of ``request``; see the module docstring.
+    """Run (or resume) the benchmark of ``request``; see the module docstring. ``backend``: where
+    the ``workers`` compute the units (:class:`ovman_eval.runs.backend.Backend`: this machine's
+    pool, or one Ray task per recorded group; the run's files are the same).
 
     The dataset must pass :func:`ovman_eval.generation.validate.checked_episodes` first (the cheap checks, or
     every check with ``full_validation``): a dataset that fails is refused (DatasetError) before
@@ -220,7 +224,7 @@ def run_benchmark(
                 progress(RunProgress(done, total_units, resumed, time.monotonic() - files.started, outcome.group_id))
 
         try:
-            if workers == 1 or len(units) <= 1:
+            if backend.in_process(workers, len(units)):
                 evaluator = GroupEvaluator(
                     config,
                     dataset,
@@ -238,7 +242,7 @@ def run_benchmark(
             else:
                 initargs = (config, dataset, records, cache_dir, digest, request.static_only, world_factory)
                 try:
-                    run_pool(units, workers, _unit_evaluator, initargs, commit, label=lambda unit: unit.label)
+                    backend.run(units, workers, _unit_evaluator, initargs, commit, label=lambda unit: unit.label)
                 except PoolBrokenError as err:
                     raise WorkerDiedError(
                         f"{run_dir}: {err}; the {done} of {total_units} units finished are kept, and the run "
@@ -264,6 +268,7 @@ def run_benchmark(
                     progress=part_progress,
                     warn=warn,
                     full_validation=full_validation,
+                    backend=backend,
                 )
             except WorkerDiedError as err:  # the run resumes as a whole, from its own directory
                 raise WorkerDiedError(f"{err} (its {MULTI_CHANGE_PART} part)", run_dir) from None
@@ -295,7 +300,7 @@ def _unit_evaluator(
     static_only: bool,
     world_factory: WorldFactory,
 ) -> Callable[[WorkUnit], UnitOutcome]:
-    """A pool worker's evaluator (:func:`ovman_eval.runs.pool.run_pool`), built once per process."""
+    """A worker's evaluator (:meth:`ovman_eval.runs.backend.Backend.run`), built once per process."""
     evaluator = GroupEvaluator(
         config, dataset, records, MapCache(cache_dir), digest, world_factory, static_only=static_only
     )

@@ -31,6 +31,10 @@ part's episodes (``ovman fit-appearance``, :mod:`ovman_eval.cli.appearance`).
 re-rendered under the stress condition and compares it with the baseline on the same episodes
 (:mod:`ovman_eval.analysis.stress`; the other tables and figures are the baseline's).
 
+``--backend ray [--ray-address HOST:PORT]`` computes the recorded groups (and a default dataset's
+slots) as Ray tasks on a cluster instead of this machine's worker processes, with the same results
+(:mod:`ovman_eval.runs.backend`; the data on a filesystem every node shares).
+
 ``--seeds N`` runs the seeds 0..N-1 (the report gives each arm's spread over them and the range of
 the memory margin); ``--sweep`` re-derives admissibility over ``benchmark_node.sweep`` after the
 run (:mod:`ovman_eval.analysis.sweep`, as ``ovman sweep RUN``) so the report includes the margin's range.
@@ -50,7 +54,10 @@ from typing import TYPE_CHECKING
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config, to_document
 from ovman_core.relations import Relation
+from ovman_eval.cli.backend_options import add_backend_options, backend_of, backend_words
+from ovman_eval.runs.backend import LOCAL_BACKEND, Backend, BackendError
 from ovman_eval.runs.fingerprint import source_fingerprint
+from ovman_eval.runs.pool import PoolBrokenError
 from ovman_eval.runs.results import ResultRecord, ResultsError, parse_seeds
 
 if TYPE_CHECKING:
@@ -97,6 +104,7 @@ def add(parser: argparse.ArgumentParser) -> object:
         "list (default: benchmark.seeds)",
     )
     parser.add_argument("--workers", type=int, help="parallel processes (default: benchmark.workers)")
+    add_backend_options(parser)
     parser.add_argument("--out", default="runs", help="folder of run directories (default runs/)")
     parser.add_argument("--run-dir", help="run (or resume) in exactly this directory instead of OUT/<stamp>")
     parser.add_argument("--static-only", action="store_true", help="the static gate only (no embodied runs)")
@@ -141,9 +149,16 @@ def generation_code_fingerprint() -> str:
     return source_fingerprint(GENERATION_SOURCES)
 
 
-def default_dataset(root: Path, config: OvmanConfig, workers: int, quiet: bool, multi_change: bool = False) -> Path:
-    """The default dataset under ``root`` (generated now unless a complete one with the same key
-    exists): its single-change split, or with ``multi_change`` its multi-change part
+def default_dataset(
+    root: Path,
+    config: OvmanConfig,
+    workers: int,
+    quiet: bool,
+    multi_change: bool = False,
+    backend: Backend = LOCAL_BACKEND,
+) -> Path:
+    """The default dataset under ``root`` (generated now, on ``backend``, unless a complete one with
+    the same key exists): its single-change split, or with ``multi_change`` its multi-change part
     (``benchmark.default_multi_change_per_relation`` groups per relation in the same homes)."""
     from ovman_eval.cli.generate import ProgressBar, summary_text
     from ovman_eval.generation.dataset import DatasetError, generate_dataset, read_manifest
@@ -177,7 +192,7 @@ def default_dataset(root: Path, config: OvmanConfig, workers: int, quiet: bool, 
     )
     bar = None if quiet else ProgressBar(sys.stderr, config.benchmark_node.generation.progress_period_s)
     try:
-        summary = generate_dataset(directory, request, config, workers=workers, progress=bar)
+        summary = generate_dataset(directory, request, config, workers=workers, progress=bar, backend=backend)
     finally:
         if bar is not None:
             bar.close()
@@ -200,15 +215,18 @@ def run(args: argparse.Namespace) -> int:
         conditions = parse_conditions([n for text in args.conditions or () for n in text.split(",")])
         seeds = args.seeds if args.seeds else tuple(params.seeds)
         workers = args.workers if args.workers is not None else params.workers
+        backend = backend_of(args, config)
         out = Path(args.out)
         dataset = (
             Path(args.dataset)
             if args.dataset
-            else default_dataset(Path(args.default_dataset), config, workers, args.quiet)
+            else default_dataset(Path(args.default_dataset), config, workers, args.quiet, backend=backend)
         )
         multi_change = Path(args.multi_change) if args.multi_change else None
         if args.default_dataset and multi_change is None and params.default_multi_change_per_relation > 0:
-            multi_change = default_dataset(Path(args.default_dataset), config, workers, args.quiet, multi_change=True)
+            multi_change = default_dataset(
+                Path(args.default_dataset), config, workers, args.quiet, multi_change=True, backend=backend
+            )
         request = BenchmarkRequest(dataset, arms, tuple(seeds), args.static_only, conditions, multi_change)
     except (ConfigError, BenchmarkError, DatasetError, ValueError) as err:
         print(f"ovman benchmark: {err}", file=sys.stderr)
@@ -240,12 +258,13 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             warn=warn,
             full_validation=args.validate == "full",
+            backend=backend,
         )
     except WorkerDiedError as err:
-        resume = resume_command(args, request, workers, cache, err.run_dir)
+        resume = resume_command(args, request, workers, cache, err.run_dir, backend)
         print(f"ovman benchmark: {err}; resume with:\n  {resume}", file=sys.stderr)
         return 1
-    except (BenchmarkError, DatasetError, RecordingError, MapCacheError) as err:
+    except (BenchmarkError, DatasetError, RecordingError, MapCacheError, BackendError) as err:
         print(f"ovman benchmark: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -258,8 +277,12 @@ def run(args: argparse.Namespace) -> int:
 
         clock = time.monotonic()
         try:
-            swept = write_sweep(summary.run_dir, sweep_run(summary.run_dir, config), run_dataset(summary.run_dir))
-        except (SweepError, DatasetError, RecordingError, ResultsError) as err:
+            swept = write_sweep(
+                summary.run_dir,
+                sweep_run(summary.run_dir, config, workers=workers, backend=backend),
+                run_dataset(summary.run_dir),
+            )
+        except (SweepError, DatasetError, RecordingError, ResultsError, BackendError, PoolBrokenError) as err:
             print(f"ovman benchmark: the admissibility sweep failed: {err}", file=sys.stderr)
             return 1
         print(f"ovman benchmark: wrote {swept} ({time.monotonic() - clock:.1f} s)", file=sys.stderr)
@@ -292,7 +315,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resume_command(
-    args: argparse.Namespace, request: BenchmarkRequest, workers: int, cache: Path, run_dir: Path
+    args: argparse.Namespace,
+    request: BenchmarkRequest,
+    workers: int,
+    cache: Path,
+    run_dir: Path,
+    backend: Backend = LOCAL_BACKEND,
 ) -> str:
     """The command that resumes ``run_dir``: this one's request and options, pinned to the run directory."""
     seeds = ",".join(str(s) for s in request.seeds) + ("," if len(request.seeds) == 1 else "")
@@ -308,6 +336,7 @@ def resume_command(
         words += ["--validate", args.validate]
     if args.config:
         words += ["--config", args.config]
+    words += backend_words(backend)
     flags = (
         ("--no-report", args.no_report),
         ("--sweep", args.sweep),

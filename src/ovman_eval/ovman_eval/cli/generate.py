@@ -13,7 +13,9 @@ relation into ``DIR/single`` and ``paper_multi_change_per_relation`` multi-chang
 relation into ``DIR/multi_change``; ``--scenes``, ``--per-relation`` and ``--multi-change`` are
 then refused (the preset sets them).
 
-Running the same command again on the same ``--out`` resumes an interrupted run. The rejection table
+``--backend ray [--ray-address HOST:PORT]`` fills the slots as Ray tasks on a cluster (the same
+dataset; :mod:`ovman_eval.runs.backend`). Running the same command again on the same ``--out``
+resumes an interrupted run. The rejection table
 (relation × reason) and the cost split are printed at the end and kept in ``DIR/manifest.json``.
 """
 
@@ -29,8 +31,10 @@ from typing import TextIO
 from ovman_core.config import ConfigError, OvmanConfig, load_config
 from ovman_core.relations import Relation
 from ovman_eval.analysis.tables import rejection_table
+from ovman_eval.cli.backend_options import add_backend_options, backend_of
 from ovman_eval.generation.dataset import DatasetError, GenerationSummary, Progress, generate_dataset
 from ovman_eval.generation.plan import TIMING_KEYS, GenerationRequest
+from ovman_eval.runs.backend import BackendError
 from ovman_sim.world import Condition
 
 BAR_WIDTH = 30
@@ -73,6 +77,7 @@ def add(parser: argparse.ArgumentParser) -> object:
         help="comma-separated subset of relations (default all six: " + ",".join(r.value for r in Relation) + ")",
     )
     parser.add_argument("--workers", type=int, help="parallel processes (default: benchmark_node.generation.workers)")
+    add_backend_options(parser)
     parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
     parser.add_argument(
         "--thor-executable", help="AI2-THOR: Unity player binary (sim_node.ai2thor.local_executable_path)"
@@ -156,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = configured(load_config(args.config), args)
         planned = requests(args, config)
+        backend = backend_of(args, config)
     except (ConfigError, ValueError) as err:
         print(f"ovman generate: {err}", file=sys.stderr)
         return 2
@@ -163,8 +169,8 @@ def run(args: argparse.Namespace) -> int:
     for directory, request in planned:
         bar = None if args.quiet else ProgressBar(sys.stderr, config.benchmark_node.generation.progress_period_s)
         try:
-            summary = generate_dataset(directory, request, config, workers=args.workers, progress=bar)
-        except DatasetError as err:
+            summary = generate_dataset(directory, request, config, workers=args.workers, progress=bar, backend=backend)
+        except (DatasetError, BackendError) as err:
             print(f"ovman generate: {err}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:

@@ -1,5 +1,10 @@
 """``ovman train-perception --out DIR`` and ``ovman eval-perception``: the learned segmenter's
-training and its held-out figures (:mod:`ovman_eval.perception.training`)."""
+training and its held-out figures (:mod:`ovman_eval.perception.training`).
+
+``ovman train-perception --workers N [--backend ray [--ray-address HOST:PORT]]`` renders the
+training homes, and evaluates the held-out ones, one home a unit on this machine's worker
+processes or as Ray tasks (:mod:`ovman_eval.runs.backend`; with Ray, ``--out`` on a filesystem
+every node shares); the training itself runs in this process, so the weights are the same."""
 
 from __future__ import annotations
 
@@ -11,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ovman_core.config import ConfigError, load_config
+from ovman_eval.cli.backend_options import add_backend_options, backend_of
+from ovman_eval.runs.backend import BackendError
+from ovman_eval.runs.pool import PoolBrokenError
 from ovman_mapping.segmenter import SegmenterError, make_segmenter
 
 CONDITIONS = ("baseline", "low_light", "texture")
@@ -19,6 +27,10 @@ CONDITIONS = ("baseline", "low_light", "texture")
 def add_train(parser: argparse.ArgumentParser) -> object:
     parser.add_argument("--out", required=True, help="directory to write segmenter.safetensors and segmenter.json into")
     parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or the packaged one)")
+    parser.add_argument(
+        "--workers", type=int, help="processes rendering and evaluating the homes (default: benchmark.workers)"
+    )
+    add_backend_options(parser)
     return run_train
 
 
@@ -27,10 +39,23 @@ def run_train(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config) if args.config else load_config()
-        manifest = perception.train_perception(config, Path(args.out), progress=_progress("train-perception"))
+        backend = backend_of(args, config)
+        workers = args.workers if args.workers is not None else config.benchmark_node.benchmark.workers
+        if workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {workers}")
+    except (ConfigError, BackendError) as err:
+        print(f"ovman train-perception: {err}", file=sys.stderr)
+        return 2
+    try:
+        manifest = perception.train_perception(
+            config, Path(args.out), progress=_progress("train-perception"), workers=workers, backend=backend
+        )
     except (ConfigError, SegmenterError, OSError) as err:
         print(f"ovman train-perception: {err}", file=sys.stderr)
         return 2
+    except (BackendError, PoolBrokenError) as err:
+        print(f"ovman train-perception: {err}", file=sys.stderr)
+        return 1
     held_out = manifest["held_out"]
     print(
         f"wrote {Path(args.out) / 'segmenter.json'}: {manifest['training']['frames']} training frames, "

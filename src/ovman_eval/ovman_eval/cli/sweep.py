@@ -3,11 +3,14 @@
     ovman sweep runs/20261129-150259                       # the dataset named in the run's run.json
     ovman sweep runs/20261129-150259 --dataset data/default/embedded-10x10-f8919b27708b8c2f
     ovman sweep runs/20261129-150259 --all                 # also print every setting's row
+    ovman sweep runs/20261129-150259 --workers 2 --backend ray --ray-address HEAD:6379
 
 Reads the run's ``results.jsonl`` (two_visit and single_visit static results), its dataset (the
 path stored in ``run.json``, resolved from the current directory, or ``--dataset``; its
 ``episodes.jsonl`` must be the one the run scored) and the dataset's recorded ground truth, then
 re-derives admissibility for every setting of ``benchmark_node.sweep`` (:mod:`ovman_eval.analysis.sweep`).
+The recorded groups' ground truth is read by ``--workers`` processes, or with ``--backend ray`` as
+one Ray task per group (the same result; :mod:`ovman_eval.runs.backend`).
 Prints the per-value table and the summary, and writes ``sweep.json`` (every setting's row, the
 summary, the limitation) into the run directory, atomically. :func:`sweep_run` returns the result
 without writing; :func:`ovman_eval.analysis.sweep.read_sweep` reads ``sweep.json`` back and
@@ -33,7 +36,10 @@ from ovman_eval.analysis.sweep import (
     sweep_table,
     write_sweep,
 )
+from ovman_eval.cli.backend_options import add_backend_options, backend_of
 from ovman_eval.generation.dataset import DatasetError, read_episodes, read_manifest
+from ovman_eval.runs.backend import LOCAL_BACKEND, Backend, BackendError
+from ovman_eval.runs.pool import PoolBrokenError
 from ovman_eval.runs.results import RUN_FILE, ResultsError, read_results
 from ovman_sim.recording import RecordingError
 
@@ -48,6 +54,10 @@ def add(parser: argparse.ArgumentParser) -> object:
     parser.add_argument("--seed", type=int, help="run seed whose results are used (default: the smallest)")
     parser.add_argument("--all", action="store_true", help="also print every setting's row")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--workers", type=int, help="processes reading the recorded groups (default: benchmark.workers)"
+    )
+    add_backend_options(parser)
     return run
 
 
@@ -95,22 +105,31 @@ def sweep_run(
     dataset: str | Path | None = None,
     seed: int | None = None,
     progress: Progress | None = None,
+    workers: int = 1,
+    backend: Backend = LOCAL_BACKEND,
 ) -> SweepResult:
-    """The sweep of a finished run over ``config``'s grid (see the module docstring); does not
-    write anything. SweepError, DatasetError, ResultsError or RecordingError on bad inputs."""
+    """The sweep of a finished run over ``config``'s grid (see the module docstring), the ground
+    truth read by ``workers`` on ``backend``; does not write anything. SweepError, DatasetError,
+    ResultsError, RecordingError or BackendError on bad inputs."""
     run_dir = Path(run_dir)
     directory = run_dataset(run_dir, None if dataset is None else str(dataset))
-    return _sweep(run_dir, directory, config, seed, progress)
+    return _sweep(run_dir, directory, config, seed, progress, workers, backend)
 
 
 def _sweep(
-    run_dir: Path, directory: Path, config: OvmanConfig, seed: int | None, progress: Progress | None
+    run_dir: Path,
+    directory: Path,
+    config: OvmanConfig,
+    seed: int | None,
+    progress: Progress | None,
+    workers: int = 1,
+    backend: Backend = LOCAL_BACKEND,
 ) -> SweepResult:
     settings = settings_grid(config.benchmark_node.sweep)
     results = read_results(run_dir)
     records = read_episodes(directory)
     base = generation_task(directory)
-    truths = read_truths(directory, records, progress)
+    truths = read_truths(directory, records, progress, workers, backend)
     return sweep(records, truths, results, settings, base, seed)
 
 
@@ -123,9 +142,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config)
+        backend = backend_of(args, config)
+        workers = args.workers if args.workers is not None else config.benchmark_node.benchmark.workers
+        if workers < 1:
+            raise SweepError(f"--workers must be at least 1, got {workers}")
         dataset = run_dataset(Path(args.run), args.dataset)
-        result = _sweep(Path(args.run), dataset, config, args.seed, progress)
-    except (ConfigError, SweepError, DatasetError, ResultsError, RecordingError) as err:
+        result = _sweep(Path(args.run), dataset, config, args.seed, progress, workers, backend)
+    except (ConfigError, SweepError, DatasetError, ResultsError, RecordingError, BackendError, PoolBrokenError) as err:
         print(f"ovman sweep: {err}", file=sys.stderr)
         return 1
     print(sweep_table(result).text())

@@ -41,7 +41,8 @@ from ovman_core.files import atomic_write_text
 from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.generation.generator import EpisodeGenerator
 from ovman_eval.generation.plan import TIMING_KEYS, GenerationRequest, Slot, SlotOutcome, plan_slots
-from ovman_eval.runs.pool import PoolBrokenError, run_pool
+from ovman_eval.runs.backend import LOCAL_BACKEND, Backend
+from ovman_eval.runs.pool import PoolBrokenError
 from ovman_eval.task.episodes import (
     EpisodeFormatError,
     EpisodeRecord,
@@ -135,7 +136,7 @@ class GenerationSummary:
 def _slot_filler(
     config: OvmanConfig, request: GenerationRequest, world_factory: WorldFactory, staging: Path
 ) -> Callable[[Slot], SlotOutcome]:
-    """A pool worker's slot filler (:func:`ovman_eval.runs.pool.run_pool`), with its own world."""
+    """A worker's slot filler (:meth:`ovman_eval.runs.backend.Backend.run`), with its own world."""
     generator = EpisodeGenerator(world_factory(config.sim_node), config, request)
     return lambda slot: generator.fill_slot(slot, staging / slot.key)
 
@@ -148,12 +149,15 @@ def generate_dataset(
     workers: int | None = None,
     world_factory: WorldFactory = make_world,
     progress: ProgressCallback | None = None,
+    backend: Backend = LOCAL_BACKEND,
 ) -> GenerationSummary:
     """Generate (or resume generating) the dataset of ``request`` in ``directory``.
 
     ``workers`` processes (default ``generation.workers``) fill slots in parallel, each with its
-    own world from ``world_factory``; with one worker everything runs in this process. Raises
-    DatasetError when ``directory`` holds something else (another request or configuration).
+    own world from ``world_factory``; with one worker everything runs in this process. ``backend``:
+    where (:class:`ovman_eval.runs.backend.Backend`: this machine's pool, or one Ray task per slot;
+    the dataset is the same). Raises DatasetError when ``directory`` holds something else (another
+    request or configuration).
     """
     workers = config.benchmark_node.generation.workers if workers is None else workers
     if workers < 1:
@@ -166,7 +170,7 @@ def generate_dataset(
     run = _Run(Path(directory), request, config, progress)
     # Work scene by scene (a world keeps the last scene it built); the files come out in plan order anyway.
     pending = sorted(run.open(), key=lambda slot: (slot.scene_index, slot.index))
-    if workers == 1 or len(pending) <= 1:
+    if backend.in_process(workers, len(pending)):
         world = world_factory(config.sim_node)
         try:
             generator = EpisodeGenerator(world, config, request)
@@ -177,7 +181,7 @@ def generate_dataset(
     else:
         args = (config, request, world_factory, run.staging)
         try:
-            run_pool(pending, workers, _slot_filler, args, run.commit, label=lambda slot: slot.key)
+            backend.run(pending, workers, _slot_filler, args, run.commit, label=lambda slot: slot.key)
         except PoolBrokenError as err:
             raise DatasetError(
                 f"{directory}: {err}; the finished slots are kept, and the same command resumes the run"

@@ -44,6 +44,7 @@ from ovman_core.config import OvmanConfig, PerceptionParams, check_ranges
 from ovman_core.files import FILE_MODE, atomic_write_text
 from ovman_core.observation import Observation
 from ovman_eval.generation.dataset import code_revision
+from ovman_eval.runs.backend import LOCAL_BACKEND, Backend
 from ovman_mapping.learned_segmenter import MANIFEST_FILE, MODEL_FORMAT, MODEL_VERSION, WEIGHTS_FILE, weights_digest
 from ovman_mapping.segmenter import Segmentation, Segmenter
 from ovman_sim.embedded import EmbeddedWorld
@@ -108,19 +109,24 @@ def perception_frames(
     """Every ``frame_stride``-th coverage-tour frame of homes ``perception-<split>-0..homes-1``,
     home ``k`` rendered under ``condition`` (or, given a list, its ``k mod len``-th entry) with
     condition seed ``k``."""
-    params = config.benchmark_node.perception
-    sim = config.sim_node
-    world = EmbeddedWorld(sim)
+    world = EmbeddedWorld(config.sim_node)
     conditions = [condition] if isinstance(condition, str) else list(condition)
     for k in range(homes):
-        scene = perception_scene(split, k)
-        world.reset(scene)
-        world.set_condition(Condition(conditions[k % len(conditions)]), k)
-        for i, observation in enumerate(tour_observations(world, sim.tour, sim.world)):
-            if i % params.frame_stride == 0:
-                yield Frame(scene, observation, np.asarray(observation.segments), dict(observation.segment_labels))
+        yield from home_frames(world, config, split, k, conditions[k % len(conditions)])
         if progress is not None:
-            progress(f"rendered {scene}")
+            progress(f"rendered {perception_scene(split, k)}")
+
+
+def home_frames(world: EmbeddedWorld, config: OvmanConfig, split: str, k: int, condition: str) -> Iterator[Frame]:
+    """The frames :func:`perception_frames` takes of home ``perception-<split>-<k>`` under
+    ``condition`` (condition seed ``k``), rendered by ``world`` (reset to the home first)."""
+    sim = config.sim_node
+    scene = perception_scene(split, k)
+    world.reset(scene)
+    world.set_condition(Condition(condition), k)
+    for i, observation in enumerate(tour_observations(world, sim.tour, sim.world)):
+        if i % config.benchmark_node.perception.frame_stride == 0:
+            yield Frame(scene, observation, np.asarray(observation.segments), dict(observation.segment_labels))
 
 
 def cell_targets(frame: Frame, stride: int) -> tuple[np.ndarray, np.ndarray]:
@@ -166,6 +172,48 @@ def training_set(frames: Sequence[Frame], params: PerceptionParams) -> TrainingS
         classes.append(c)
         boundaries.append(b)
     return TrainingSet(np.stack(inputs).astype(np.float16), np.stack(classes), np.stack(boundaries))
+
+
+def _home_trainer(config: OvmanConfig) -> Callable[[int], tuple[int, TrainingSet]]:
+    """A worker's renderer of training home ``k`` into its part of the training set
+    (:meth:`ovman_eval.runs.backend.Backend.run`), with its own world."""
+    world = EmbeddedWorld(config.sim_node)
+    params = config.benchmark_node.perception
+    conditions = params.train_conditions
+
+    def part(k: int) -> tuple[int, TrainingSet]:
+        frames = list(home_frames(world, config, "train", k, conditions[k % len(conditions)]))
+        return k, training_set(frames, params)
+
+    return part
+
+
+def rendered_training_set(
+    config: OvmanConfig, workers: int = 1, backend: Backend = LOCAL_BACKEND, progress: Progress | None = None
+) -> TrainingSet:
+    """:func:`training_set` of the ``perception.train_homes`` training homes, each home rendered as
+    one unit of ``backend`` with ``workers`` and the parts joined in home order (the same arrays
+    wherever a home was rendered)."""
+    homes = list(range(config.benchmark_node.perception.train_homes))
+    parts: dict[int, TrainingSet] = {}
+
+    def commit(done: tuple[int, TrainingSet]) -> None:
+        parts[done[0]] = done[1]
+        if progress is not None:
+            progress(f"rendered {perception_scene('train', done[0])} ({len(parts)}/{len(homes)})")
+
+    if backend.in_process(workers, len(homes)):
+        part = _home_trainer(config)
+        for k in homes:
+            commit(part(k))
+    else:
+        backend.run(homes, workers, _home_trainer, (config,), commit, label=lambda k: perception_scene("train", k))
+    ordered = [parts[k] for k in homes]
+    return TrainingSet(
+        np.concatenate([p.inputs for p in ordered]),
+        np.concatenate([p.classes for p in ordered]),
+        np.concatenate([p.boundaries for p in ordered]),
+    )
 
 
 def train_network(data: TrainingSet, params: PerceptionParams, progress: Progress | None = None) -> Any:
@@ -232,18 +280,24 @@ def _train(data: TrainingSet, params: PerceptionParams, progress: Progress | Non
     return model.eval()
 
 
-def train_perception(config: OvmanConfig, out: Path, progress: Progress | None = None) -> dict[str, Any]:
+def train_perception(
+    config: OvmanConfig,
+    out: Path,
+    progress: Progress | None = None,
+    workers: int = 1,
+    backend: Backend = LOCAL_BACKEND,
+) -> dict[str, Any]:
     """``ovman train-perception``: render, train, evaluate on the test homes, write the model
-    (weights atomically, then the manifest) into ``out``; returns the manifest."""
+    (weights atomically, then the manifest) into ``out``; returns the manifest. The homes are
+    rendered (and the held-out ones evaluated) by ``workers`` on ``backend``, one unit per home;
+    the gradient descent runs here, so the weights do not depend on where the homes were rendered."""
     import torch
     from safetensors.torch import save_file
 
     params = config.benchmark_node.perception
     check_perception(params)
     started = time.process_time()
-    frames = list(perception_frames(config, "train", params.train_homes, params.train_conditions, progress))
-    data = training_set(frames, params)
-    del frames
+    data = rendered_training_set(config, workers, backend, progress)
     if progress is not None:
         progress(f"{data.inputs.shape[0]} training frames; training")
     model = train_network(data, params, progress)
@@ -278,25 +332,57 @@ def train_perception(config: OvmanConfig, out: Path, progress: Progress | None =
         "code_revision": code_revision(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
-    from ovman_mapping.learned_segmenter import LearnedSegmenter
-
     atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    segmenter = LearnedSegmenter(dataclasses.replace(config.mapping_node.segmenter, model=str(out)))
-    manifest["held_out"] = held_out_figures(segmenter, config, params.test_homes)
+    manifest["held_out"] = held_out_figures(config, out, params.test_homes, workers, backend)
     atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 
 
-def held_out_figures(segmenter: Segmenter, config: OvmanConfig, homes: int) -> dict[str, Any]:
+def _home_evaluator(config: OvmanConfig, model: str) -> Callable[[tuple[str, int]], tuple[str, int, Tally]]:
+    """A worker's evaluator of the model in directory ``model`` on one held-out home under one
+    condition (:meth:`ovman_eval.runs.backend.Backend.run`), with its own world and segmenter."""
+    from ovman_mapping.learned_segmenter import LearnedSegmenter
+
+    world = EmbeddedWorld(config.sim_node)
+    segmenter = LearnedSegmenter(dataclasses.replace(config.mapping_node.segmenter, model=model))
+
+    def home(unit: tuple[str, int]) -> tuple[str, int, Tally]:
+        condition, k = unit
+        return condition, k, tally(segmenter, home_frames(world, config, "test", k, condition), config)
+
+    return home
+
+
+def held_out_figures(
+    config: OvmanConfig, model: Path, homes: int, workers: int = 1, backend: Backend = LOCAL_BACKEND
+) -> dict[str, Any]:
     """What a model's manifest holds under ``held_out`` (and every benchmark report's Perception
-    section shows): :func:`evaluate` on the first ``homes`` held-out homes, with their names, and
-    the same under each stress condition (``conditions``: condition → figures)."""
-    figures = evaluate(segmenter, perception_frames(config, "test", homes), config)
-    figures["test_scenes"] = [perception_scene("test", k) for k in range(homes)]
-    figures["conditions"] = {
-        c: evaluate(segmenter, perception_frames(config, "test", homes, c), config) for c in STRESS_CONDITIONS
-    }
-    return figures
+    section shows): :func:`evaluate` of the learned model in directory ``model`` on the first
+    ``homes`` held-out homes, with their names, and the same under each stress condition
+    (``conditions``: condition → figures). Each (condition, home) is a unit of ``backend`` with
+    ``workers``; their tallies are summed, so the figures do not depend on where they ran."""
+    units = [(c, k) for c in ("baseline", *STRESS_CONDITIONS) for k in range(homes)]
+    tallies: dict[tuple[str, int], Tally] = {}
+
+    def commit(done: tuple[str, int, Tally]) -> None:
+        tallies[(done[0], done[1])] = done[2]
+
+    if backend.in_process(workers, len(units)):
+        evaluate_home = _home_evaluator(config, str(model))
+        for unit in units:
+            commit(evaluate_home(unit))
+    else:
+        label = lambda unit: f"{perception_scene('test', unit[1])} ({unit[0]})"  # noqa: E731
+        backend.run(units, workers, _home_evaluator, (config, str(model)), commit, label=label)
+    params = config.benchmark_node.perception
+
+    def summed(condition: str) -> dict[str, Any]:
+        return figures(sum((tallies[(condition, k)] for k in range(homes)), Tally()), params)
+
+    result = summed("baseline")
+    result["test_scenes"] = [perception_scene("test", k) for k in range(homes)]
+    result["conditions"] = {c: summed(c) for c in STRESS_CONDITIONS}
+    return result
 
 
 # --------------------------------------------------------------------------------------------- evaluation
@@ -321,12 +407,42 @@ def match_segments(
     return [(truth_ids[r], c + 1) for r, c in zip(rows, cols, strict=True) if iou[r, c] >= threshold]
 
 
-def evaluate(segmenter: Segmenter, frames: Iterator[Frame] | Sequence[Frame], config: OvmanConfig) -> dict[str, Any]:
-    """Precision, recall, per-category accuracy and confusions of ``segmenter`` on ``frames``."""
+@dataclasses.dataclass(frozen=True)
+class Tally:
+    """What :func:`evaluate` counts over some frames; tallies of disjoint frames add up (``+``).
+    ``per_category``: true label → (right, matched); ``confusions``: (true, predicted) → count."""
+
+    frames: int = 0
+    segments: int = 0
+    predicted: int = 0
+    matched: int = 0
+    correct: int = 0
+    per_category: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    confusions: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+
+    def __add__(self, other: Tally) -> Tally:
+        categories = {
+            k: (self.per_category.get(k, (0, 0))[0] + other.per_category.get(k, (0, 0))[0],
+                self.per_category.get(k, (0, 0))[1] + other.per_category.get(k, (0, 0))[1])
+            for k in {*self.per_category, *other.per_category}
+        }  # fmt: skip
+        return Tally(
+            self.frames + other.frames,
+            self.segments + other.segments,
+            self.predicted + other.predicted,
+            self.matched + other.matched,
+            self.correct + other.correct,
+            categories,
+            dict(Counter(self.confusions) + Counter(other.confusions)),
+        )
+
+
+def tally(segmenter: Segmenter, frames: Iterator[Frame] | Sequence[Frame], config: OvmanConfig) -> Tally:
+    """The counts of ``segmenter`` on ``frames`` (see the module docstring's matching)."""
     params = config.benchmark_node.perception
     min_pixels = config.mapping_node.mapping.min_segment_pixels
     predicted_total = truth_total = matched_total = correct_total = n_frames = 0
-    per_category: dict[str, list[int]] = {}
+    per_category: dict[str, tuple[int, int]] = {}
     confusions: Counter[tuple[str, str]] = Counter()
     for frame in frames:
         n_frames += 1
@@ -345,26 +461,35 @@ def evaluate(segmenter: Segmenter, frames: Iterator[Frame] | Sequence[Frame], co
             matched_total += 1
             right = truth_label == label
             correct_total += right
-            tally = per_category.setdefault(truth_label, [0, 0])
-            tally[0] += right
-            tally[1] += 1
+            right_before, matched_before = per_category.get(truth_label, (0, 0))
+            per_category[truth_label] = (right_before + right, matched_before + 1)
             if not right:
                 confusions[(truth_label, label)] += 1
+    return Tally(n_frames, truth_total, predicted_total, matched_total, correct_total, per_category, dict(confusions))
+
+
+def figures(counts: Tally, params: PerceptionParams) -> dict[str, Any]:
+    """Precision, recall, per-category accuracy and the ten most frequent confusions of ``counts``."""
     return {
-        "frames": n_frames,
-        "segments": truth_total,
-        "predicted": predicted_total,
-        "matched": matched_total,
-        "precision": matched_total / predicted_total if predicted_total else 0.0,
-        "recall": matched_total / truth_total if truth_total else 0.0,
-        "accuracy": correct_total / matched_total if matched_total else 0.0,
-        "per_category": {k: {"accuracy": v[0] / v[1], "matched": v[1]} for k, v in sorted(per_category.items())},
+        "frames": counts.frames,
+        "segments": counts.segments,
+        "predicted": counts.predicted,
+        "matched": counts.matched,
+        "precision": counts.matched / counts.predicted if counts.predicted else 0.0,
+        "recall": counts.matched / counts.segments if counts.segments else 0.0,
+        "accuracy": counts.correct / counts.matched if counts.matched else 0.0,
+        "per_category": {k: {"accuracy": v[0] / v[1], "matched": v[1]} for k, v in sorted(counts.per_category.items())},
         "confusions": [
             {"true": a, "predicted": b, "count": n}
-            for (a, b), n in sorted(confusions.items(), key=lambda x: (-x[1], x[0]))[:10]
+            for (a, b), n in sorted(counts.confusions.items(), key=lambda x: (-x[1], x[0]))[:10]
         ],
         "iou_threshold": params.iou_threshold,
     }
+
+
+def evaluate(segmenter: Segmenter, frames: Iterator[Frame] | Sequence[Frame], config: OvmanConfig) -> dict[str, Any]:
+    """Precision, recall, per-category accuracy and confusions of ``segmenter`` on ``frames``."""
+    return figures(tally(segmenter, frames, config), config.benchmark_node.perception)
 
 
 # --------------------------------------------------------------------------------------------- figures

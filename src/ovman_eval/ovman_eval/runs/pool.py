@@ -34,6 +34,11 @@ class PoolBrokenError(Exception):
     """A worker of :func:`run_pool` died; the message says which, how and what it was computing."""
 
 
+class BackendError(ValueError):
+    """A backend (:mod:`ovman_eval.runs.backend`) that cannot be used as given: a bad option, or a
+    Ray cluster that cannot be reached (names what and why)."""
+
+
 class _Worker:
     """This process's worker state (one per spawned process)."""
 
