@@ -72,15 +72,20 @@ benchmark: $(DEPS_STAMP) $(PROJECT_STAMP)
 	$(VENV)/bin/ovman benchmark --default-dataset data/default --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --sweep --out runs
 
 # The paper's protocol at its scale (issue 25): `ovman generate --preset paper` (20 embedded homes,
-# benchmark.paper_*: about 219 single-change and 170 multi-change episodes, into data/paper/single
+# benchmark.paper_*: 222 single-change and about 177 multi-change episodes, into data/paper/single
 # and data/paper/multi_change; exit 3 = a slot given up, reported in the manifest, not an error), then
 # every arm with 3 run seeds and both stress conditions, the multi-change part and the admissibility
 # sweep; the report holds "Side by side with the paper". Both steps resume when run again.
+# On a Ray cluster (docs/cluster.md; data/ and runs/ on a filesystem every node shares at the same path):
+#   make paper OVMAN_BACKEND="--backend ray --ray-address HEAD:6379" BENCHMARK_WORKERS=64
+OVMAN_BACKEND ?=
 paper: $(DEPS_STAMP) $(PROJECT_STAMP)
 	@mkdir -p $(ROS_LOG_DIR)
-	$(VENV)/bin/ovman generate --preset paper --out data/paper --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" || [ $$? -eq 3 ]
+	$(VENV)/bin/ovman generate --preset paper --out data/paper --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" \
+		$(OVMAN_BACKEND) || [ $$? -eq 3 ]
 	$(VENV)/bin/ovman benchmark --dataset data/paper/single --multi-change data/paper/multi_change --arms all \
-		--seeds 3 --condition low_light,texture --sweep --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --out runs/paper
+		--seeds 3 --condition low_light,texture --sweep --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --out runs/paper \
+		$(OVMAN_BACKEND)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache
