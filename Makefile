@@ -72,7 +72,7 @@ benchmark: $(DEPS_STAMP) $(PROJECT_STAMP)
 	$(VENV)/bin/ovman benchmark --default-dataset data/default --workers "$${BENCHMARK_WORKERS:-$$(nproc)}" --sweep --out runs
 
 # The paper's protocol at its scale (issue 25): `ovman generate --preset paper` (20 embedded homes,
-# benchmark.paper_*: 222 single-change and about 177 multi-change episodes, into data/paper/single
+# benchmark.paper_*: 222 single-change and 168 multi-change episodes, into data/paper/single
 # and data/paper/multi_change; exit 3 = a slot given up, reported in the manifest, not an error), then
 # every arm with 3 run seeds and both stress conditions, the multi-change part and the admissibility
 # sweep; the report holds "Side by side with the paper". Both steps resume when run again.
