@@ -7,6 +7,7 @@ log."""
 from __future__ import annotations
 
 import resource
+import signal
 import threading
 
 import pytest
@@ -14,6 +15,7 @@ from ovman_ros.spinning import (
     GraphNode,
     cpu_time_reports,
     declare_config_parameters,
+    ignore_interrupts,
     report_cpu_time,
     spin_until_shutdown,
 )
@@ -185,6 +187,22 @@ def test_query_node_refuses_a_wrong_type_or_out_of_range_override_with_a_config_
         f"query_node parameters: {config.source} + parameters of query_node: "
         "'query_node.ros__parameters.grounding.delta_g' = -1.0: expected >= 0"
     )
+
+
+def test_ignoring_interrupts_survives_the_first_ctrl_c_handled_late(monkeypatch):
+    """The first Ctrl-C's Python handler can run inside the clean-up's signal.signal call (CPython
+    checks pending signals there): that KeyboardInterrupt must not escape the clean-up."""
+    installed = []
+
+    def late_handler(signum, handler):
+        if not installed:
+            installed.append(None)  # the pending handler runs before the new one is installed
+            raise KeyboardInterrupt
+        installed.append(handler)
+
+    monkeypatch.setattr(signal, "signal", late_handler)
+    ignore_interrupts()
+    assert installed == [None, signal.SIG_IGN]
 
 
 def test_a_cpu_time_report_reads_back_as_this_process_cpu_seconds(capsys):

@@ -243,11 +243,22 @@ def run_node(
         return 0
     finally:
         if main_thread:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            ignore_interrupts()
         report_cpu_time(name if node is None else node.get_name())
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def ignore_interrupts() -> None:
+    """Ignore SIGINT from now on (a node's clean-up). The first Ctrl-C's Python handler
+    (:class:`~ovman_ros.node_main.FirstInterrupt`) may run only now, late, inside this call: rclpy's
+    handler already ended the spin, so that KeyboardInterrupt is the one already handled, not a
+    second request, and the handler is installed again."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 CPU_REPORT = "{name}: process CPU {user:.2f} s user + {system:.2f} s system"
