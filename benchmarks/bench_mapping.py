@@ -12,12 +12,15 @@ as in a long run. ``clip`` uses open_clip with random
 weights (no download): the cost is the same as with trained weights of the same model. ``learned``
 uses the packaged segmenter model (``mapping_node.segmenter``, its configured threads) with the
 label encoder; the modes run one after the other in one process, so the peak RSS printed after each
-is the process's peak so far.
+is the process's peak so far (it includes every recorded frame the bench holds: about 0.15 GB an
+episode). ``--threads N`` runs the learned network on N torch threads instead of the configured
+``segmenter.threads`` (1, one per benchmark worker): a robot's mapping_node alone on 2 cores may
+use 2; the segments are the same bit for bit (tests/mapping/test_segmenter.py).
 
 Prints, per mode, the median and mean wall time and CPU time per episode, ms per frame, and the
 ratio to the goal.
 
-Usage: python benchmarks/bench_mapping.py [--scenes 4] [--modes label learned clip] [--cores 2]
+Usage: python benchmarks/bench_mapping.py [--scenes 4] [--modes label learned clip] [--cores 2] [--threads N]
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ def main() -> int:
     )
     parser.add_argument("--cores", type=int, default=2, help="CPU cores the process may use")
     parser.add_argument("--clip-views", type=int, default=None, help="override encoder.views_per_instance (clip)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads of the learned network (default: config)"
+    )
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         available = sorted(os.sched_getaffinity(0))
@@ -99,6 +105,8 @@ def main() -> int:
         segmenter_config = dataclasses.replace(
             config.mapping_node.segmenter, kind="learned" if mode == "learned" else "simulator"
         )
+        if mode == "learned" and args.threads is not None:
+            segmenter_config = dataclasses.replace(segmenter_config, threads=args.threads)
         mapping_config = dataclasses.replace(config.mapping_node, encoder=encoder_config, segmenter=segmenter_config)
         encoder = make_encoder(encoder_config)
         segmenter = make_segmenter(segmenter_config)
@@ -124,7 +132,9 @@ def main() -> int:
         per_frame_ms = 1000.0 * sum(walls) / sum(frames[: len(walls)])
         peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         print(
-            f"{mode:7s}: {segmenter.description}; {encoder.description}\n"
+            f"{mode:7s}: {segmenter.description}"
+            + (f" on {segmenter_config.threads} thread(s)" if mode == "learned" else "")
+            + f"; {encoder.description}\n"
             f"       model load {load_s:.1f} s (once per process)\n"
             f"       per episode: wall median {statistics.median(walls):.2f} s, mean {statistics.mean(walls):.2f} s, "
             f"max {max(walls):.2f} s; CPU mean {statistics.mean(cpus):.2f} s; {per_frame_ms:.1f} ms per frame; "

@@ -95,6 +95,18 @@ def test_segments_of_a_few_pixels_are_dropped():
     assert [s.label for s in kept] == ["Chair"]
 
 
+def test_segment_ids_of_any_size_and_sign_give_the_same_segments():
+    """Small ids (a segmenter's 1..n) and huge ones (an id scheme of another source) are counted
+    alike; ids at or below 0 are background."""
+    obs = render([CHAIR, VASE], POSE, 0)
+    expected = [(s.label, s.pixel_count, s.points.tobytes()) for s in segments_of(obs)]
+    for offset in (0, 10**12):
+        ids = np.where(obs.segments > 0, obs.segments.astype(np.int64) + offset, -5)
+        labels = {k + offset: v for k, v in obs.segment_labels.items()}
+        got = segments_of(dataclasses.replace(obs, segments=ids, segment_labels=labels))
+        assert [(s.label, s.pixel_count, s.points.tobytes()) for s in got] == expected
+
+
 def test_empty_frame_gives_no_segments():
     assert segments_of(render([], POSE, 0)) == []
 

@@ -154,6 +154,31 @@ def test_history_keeps_every_frame_and_its_working_ids_resolve_to_final_instance
     assert any(snapshot.seen for snapshot in instance_map.history)
 
 
+def test_a_room_of_many_objects_gives_one_instance_each_beyond_the_first_row_blocks():
+    # 72 small boxes a metre apart: more working tracks than the fusion's first block of rows (64),
+    # each matched to its own track in every later frame (no duplicates, none merged).
+    boxes = [
+        on_floor(f"Box_{n}", "Box", x, z, size=(0.3, 0.4, 0.3), colour=(60 + 20 * (n % 9), 80, 200 - 15 * (n % 8)))
+        for n, (x, z) in enumerate((x, z) for x in np.arange(-4.5, 4.6, 1.0) for z in np.arange(-4.0, 4.1, 1.15))
+    ]
+    assert len(boxes) == 80
+    frames = tour(boxes, look_around(-2.0, 0.0) + look_around(2.0, 0.0))  # most boxes seen from both places
+    instance_map = build_map(blind(frames), CONFIG, ENCODER, visit=1)
+    assert len(instance_map) > 64
+    assert sum(len(i.sightings) > 1 for i in instance_map) > 40
+    owners = [nearest_box(boxes, i) for i in instance_map]
+    assert len(set(owners)) == len(owners), "a box got two instances"
+    last = instance_map.history[-1].positions  # the working tracks' box centres after the last frame
+    for instance, box in zip(instance_map, owners, strict=True):
+        assert np.hypot(instance.floor[0] - box.centre[0], instance.floor[1] - box.centre[2]) < 0.25
+        uids = [u for u in last if instance_map.aliases[u] == instance.uid]
+        assert uids and all(np.allclose(last[u], instance.position, atol=0.2) for u in uids)
+
+
+def nearest_box(boxes, instance):
+    return min(boxes, key=lambda b: np.hypot(instance.floor[0] - b.centre[0], instance.floor[1] - b.centre[2]))
+
+
 def test_segment_ids_shuffled_per_frame_do_not_change_the_map():
     # scenes.render draws fresh per-frame ids from the step; re-stepping the same views changes
     # every id but nothing else.

@@ -130,6 +130,52 @@ def test_small_fragments_merge_smallest_first_into_the_longest_border():
     assert out.ids[3, 4] == out.ids[3, 0] != out.ids[0, 0]
 
 
+def test_fragments_are_the_4_connected_cells_of_one_class_numbered_class_by_class():
+    """Without merging, every component of one class's cells is one segment; segments are
+    numbered by class, then by their first cell in raster order (what the per-class labelling of
+    scipy gives), on random grids of every shape down to one cell."""
+    from scipy import ndimage
+
+    config = dataclasses.replace(CONFIG, merge_cells=0, min_confidence=0.0, boundary_threshold=1.0)
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        h, w = (int(x) for x in rng.integers(1, 10, 2))
+        classes = rng.integers(0, len(VOCABULARY) + 1, (h, w))
+        expected = np.zeros((h, w), dtype=np.int64)
+        for c in range(1, len(VOCABULARY) + 1):
+            labelled, _ = ndimage.label(classes == c)
+            expected[labelled > 0] = labelled[labelled > 0] + expected.max()
+        out = segments_from_logits(class_logits(classes.tolist()), VOCABULARY, config, (2 * h, 2 * w))
+        assert np.array_equal(out.ids[::2, ::2], expected)
+        assert [s.label for s in out.segments] == [
+            VOCABULARY[int(classes[expected == k][0]) - 1] for k in range(1, int(expected.max()) + 1)
+        ]
+
+
+def test_the_network_input_is_the_block_mean_colour_and_the_sampled_depth():
+    from ovman_mapping.segnet import DEPTH_SCALE, network_input
+
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    depth = rng.uniform(0.2, 6.0, (12, 16)).astype(np.float32)
+    depth[0, 0], depth[2, 4], depth[4, 6] = np.nan, 0.0, -1.0
+    x = network_input(rgb, depth, 2)
+    assert x.shape == (5, 6, 8) and x.dtype == np.float32
+    mean = rgb.reshape(6, 2, 8, 2, 3).astype(np.float64).mean(axis=(1, 3)).transpose(2, 0, 1) / 255.0 - 0.5
+    np.testing.assert_allclose(x[:3], mean, atol=1e-6)
+    sampled = depth[::2, ::2]
+    valid = np.isfinite(sampled) & (sampled > 0)
+    assert np.array_equal(x[4], valid.astype(np.float32))
+    assert x[4, 0, 0] == 0 and x[4, 1, 2] == 0 and x[4, 2, 3] == 0
+    np.testing.assert_array_equal(x[3], np.where(valid, sampled, 0.0).astype(np.float32) / np.float32(DEPTH_SCALE))
+    white = network_input(np.full((32, 32, 3), 255, np.uint8), depth[:1, :1].repeat(32, 0).repeat(32, 1), 16)
+    assert np.all(white[:3] == np.float32(0.5))  # 256 pixels of 255 sum exactly
+    with pytest.raises(ValueError, match="divisible"):
+        network_input(rgb, depth, 5)
+    with pytest.raises(ValueError, match="overflow"):
+        network_input(np.zeros((34, 34, 3), np.uint8), np.ones((34, 34), np.float32), 17)
+
+
 def test_logits_become_segments_split_at_boundaries_with_their_label_distributions():
     k = len(VOCABULARY)
     logits = np.full((k + 2, 4, 6), -10.0, np.float32)
@@ -252,6 +298,25 @@ def test_the_packaged_model_loads_for_the_embedded_vocabulary_and_camera():
     assert segmenter.image_size == (camera.width, camera.height)
     assert (PACKAGED_MODEL / WEIGHTS_FILE).stat().st_size <= 5 * 2**20  # the issue's limit for a committed model
     segmenter.warm_up()
+
+
+def test_the_learned_segmenters_threads_change_its_speed_not_its_segments():
+    """``segmenter.threads`` is a speed setting: one and two torch threads give the same segments
+    bit for bit on rendered frames (so a robot may use both cores and still agree with the benchmark)."""
+    from ovman_sim.embedded import EmbeddedWorld
+    from ovman_sim.tours import tour_observations
+
+    config = load_config()
+    world = EmbeddedWorld(config.sim_node)
+    world.reset("embedded-4")
+    frames = list(itertools.islice(tour_observations(world, config.sim_node.tour, config.sim_node.world), 0, 40, 4))
+    outputs = []
+    for threads in (1, 2):
+        segmenter = make_segmenter(dataclasses.replace(CONFIG, kind="learned", model="", threads=threads))
+        outputs.append([segmenter.segment(o) for o in frames])
+    assert sum(len(s.segments) for s in outputs[0]) > 0
+    for one, two in zip(*outputs, strict=True):
+        assert np.array_equal(one.ids, two.ids) and one.segments == two.segments
 
 
 def test_a_map_from_the_learned_segmenter_ignores_the_simulators_segments_and_labels():

@@ -170,10 +170,9 @@ def segment_frame(
     if depth.shape != (height, width):
         raise FrameFormatError(f"frame {frame_index}: depth has shape {depth.shape}, expected {(height, width)}")
     seg = np.asarray(segments).astype(np.int64, copy=False)
-    foreground = seg[seg > 0]
-    if foreground.size == 0:
+    present, pixel_counts = _segment_sizes(seg)
+    if present.size == 0:
         return []
-    present, pixel_counts = np.unique(foreground, return_counts=True)
     stride = params.pixel_stride
     sub_seg = seg[::stride, ::stride]
     sub_depth = np.asarray(depth, dtype=float)[::stride, ::stride]
@@ -241,6 +240,17 @@ def segment_frame(
             )
         )
     return out
+
+
+def _segment_sizes(seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, pixel counts) of the segments (id > 0) in ``seg``, ids ascending: one bincount when
+    the ids are small (a segmenter's 1..n), else a sort."""
+    top = int(seg.max(initial=0))
+    if top <= 4 * seg.size:
+        counts = np.bincount(seg[seg > 0], minlength=top + 1)
+        present = np.flatnonzero(counts)
+        return present, counts[present]
+    return np.unique(seg[seg > 0], return_counts=True)
 
 
 def _segment_histograms(rgb_samples: np.ndarray, owner: np.ndarray, segments: int, bins: int) -> np.ndarray:

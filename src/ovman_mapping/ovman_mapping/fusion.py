@@ -112,10 +112,11 @@ class _Track(SightingSpan):
     frames: set[int]
     fragments: list[_Track] = dataclasses.field(default_factory=list)
     evidence: list[str] = dataclasses.field(default_factory=list)
+    colour: np.ndarray = dataclasses.field(init=False)
+    """The mean colour histogram, ``colour_sum / pixels`` (kept up to date by MapBuilder)."""
 
-    @property
-    def colour(self) -> np.ndarray:
-        return self.colour_sum / self.pixels
+    def __post_init__(self) -> None:
+        self.colour = self.colour_sum / self.pixels
 
     @property
     def centre(self) -> np.ndarray:
@@ -162,9 +163,53 @@ def _nested_pairs(seg_lo: np.ndarray, seg_hi: np.ndarray, lo: np.ndarray, hi: np
 
 
 def _gaps(seg_lo: np.ndarray, seg_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """(S, T) Euclidean gaps between boxes, metres (0 when they overlap)."""
-    d = np.maximum(np.maximum(lo[None] - seg_hi[:, None, :], seg_lo[:, None, :] - hi[None]), 0.0)
-    return np.sqrt((d * d).sum(axis=2))
+    """(S, T) Euclidean gaps between boxes, metres (0 when they overlap); one axis at a time, so
+    no (S, T, 3) temporaries (the same sums in the same order)."""
+    total = np.zeros((len(seg_lo), len(lo)))
+    for k in range(3):
+        d = np.maximum(lo[None, :, k] - seg_hi[:, None, k], seg_lo[:, None, k] - hi[None, :, k])
+        np.maximum(d, 0.0, out=d)
+        d *= d
+        total += d
+    return np.sqrt(total, out=total)
+
+
+class _TrackRows:
+    """The working tracks' boxes and mean colours stacked, row k for ``MapBuilder._tracks[k]``
+    (kept in step while frames are fused, so the per-frame association does not restack hundreds
+    of small arrays). Boxes in metres (world frame); colours as :attr:`_Track.colour`."""
+
+    def __init__(self, colour_width: int) -> None:
+        self._lo = np.empty((64, 3))
+        self._hi = np.empty((64, 3))
+        self._colour = np.empty((64, colour_width))
+        self._count = 0
+
+    @property
+    def lo(self) -> np.ndarray:
+        return self._lo[: self._count]
+
+    @property
+    def hi(self) -> np.ndarray:
+        return self._hi[: self._count]
+
+    @property
+    def colour(self) -> np.ndarray:
+        return self._colour[: self._count]
+
+    def append(self, track: _Track) -> None:
+        if self._count == len(self._lo):
+            grow = len(self._lo)
+            self._lo = np.concatenate([self._lo, np.empty((grow, 3))])
+            self._hi = np.concatenate([self._hi, np.empty((grow, 3))])
+            self._colour = np.concatenate([self._colour, np.empty((grow, self._colour.shape[1]))])
+        self._count += 1
+        self.update(self._count - 1, track)
+
+    def update(self, row: int, track: _Track) -> None:
+        self._lo[row] = track.lo
+        self._hi[row] = track.hi
+        self._colour[row] = track.colour
 
 
 class MapBuilder:
@@ -188,6 +233,7 @@ class MapBuilder:
         self.prior = prior
         self._frames: list[_Frame] = []
         self._tracks: list[_Track] = []
+        self._rows = _TrackRows(config.encoder.colour_bins**2)
         self._history: list[MapSnapshot] = []
         self._next_uid = 0
 
@@ -225,7 +271,7 @@ class MapBuilder:
         )
         if segments:
             self._assign(segments)
-        centres = ((np.array([t.lo for t in self._tracks]) + np.array([t.hi for t in self._tracks])) / 2.0).tolist()
+        centres = ((self._rows.lo + self._rows.hi) / 2.0).tolist()
         positions = {t.uid: (c[0], c[1], c[2]) for t, c in zip(self._tracks, centres, strict=True)}
         seen = frozenset(t.uid for t in self._tracks if index in t.frames)
         self._history.append(MapSnapshot(index, frame.step, positions, seen))
@@ -234,18 +280,17 @@ class MapBuilder:
     def _assign(self, segments: list[SegmentObservation]) -> None:
         p = self.params
         codes = [occupancy_codes(s.points, p.overlap_voxel_size) for s in segments]
-        matched: dict[int, _Track] = {}
+        matched: dict[int, int] = {}  # segment -> track row
         if self._tracks:
             seg_lo = np.array([s.points.min(axis=0) for s in segments])
             seg_hi = np.array([s.points.max(axis=0) for s in segments])
-            lo = np.array([t.lo for t in self._tracks])
-            hi = np.array([t.hi for t in self._tracks])
+            lo, hi = self._rows.lo, self._rows.hi
             gaps = _gaps(seg_lo, seg_hi, lo, hi)
             similarity = self._similarity(
                 [{s.label: s.pixel_count} for s in segments],
                 np.array([s.colour for s in segments]),
                 [t.labels for t in self._tracks],
-                np.array([t.colour for t in self._tracks]),
+                self._rows.colour,
             )
             candidate = (gaps <= p.merge_distance) & (similarity >= p.merge_feature_similarity)
             overlap = np.zeros_like(gaps)
@@ -257,12 +302,14 @@ class MapBuilder:
             feasible = candidate & ((overlap >= p.merge_overlap) | nested)
             cost = np.where(feasible, (1.0 - similarity) + (1.0 - overlap) + gaps / p.merge_distance, INFEASIBLE)
             rows, cols = linear_sum_assignment(cost)
-            matched = {int(r): self._tracks[int(c)] for r, c in zip(rows, cols, strict=True) if feasible[r, c]}
+            matched = {int(r): int(c) for r, c in zip(rows, cols, strict=True) if feasible[r, c]}
         for i, segment in enumerate(segments):
             if i in matched:
-                self._extend(matched[i], segment, codes[i])
+                self._extend(self._tracks[matched[i]], segment, codes[i])
+                self._rows.update(matched[i], self._tracks[matched[i]])
             else:
                 self._tracks.append(self._new_track(segment, codes[i]))
+                self._rows.append(self._tracks[-1])
 
     def _similarity(
         self,
@@ -296,6 +343,7 @@ class MapBuilder:
         track.labels[segment.label] = track.labels.get(segment.label, 0) + segment.pixel_count
         track.colour_sum = track.colour_sum + segment.colour * segment.pixel_count
         track.pixels += segment.pixel_count
+        track.colour = track.colour_sum / track.pixels
         track.lo = np.minimum(track.lo, segment.points.min(axis=0))
         track.hi = np.maximum(track.hi, segment.points.max(axis=0))
         track.codes |= codes
@@ -308,6 +356,7 @@ class MapBuilder:
             into.labels[name] = into.labels.get(name, 0) + pixels
         into.colour_sum = into.colour_sum + other.colour_sum
         into.pixels += other.pixels
+        into.colour = into.colour_sum / into.pixels
         into.lo = np.minimum(into.lo, other.lo)
         into.hi = np.maximum(into.hi, other.hi)
         into.codes |= other.codes

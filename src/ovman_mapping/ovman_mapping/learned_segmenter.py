@@ -149,10 +149,12 @@ class LearnedSegmenter:
         self._network  # noqa: B018 - the cached property loads it
 
     def logits(self, rgb: np.ndarray, depth: np.ndarray) -> np.ndarray:
-        """(K + 2, h, w) float32 network output of one frame at the output resolution."""
-        return self._forward(rgb, depth).numpy()
+        """(K + 2, h, w) float32 network output of one frame at the output resolution (C order)."""
+        return self._forward(rgb, depth).contiguous().numpy()
 
     def _forward(self, rgb: np.ndarray, depth: np.ndarray) -> Any:
+        """The (K + 2, h, w) output tensor, a view of the network's channels-last memory (the
+        classes of one cell are adjacent)."""
         import torch
 
         from ovman_mapping import segnet
@@ -162,7 +164,7 @@ class LearnedSegmenter:
         if torch.get_num_threads() != self.config.threads:  # another library set its own: ours, always
             torch.set_num_threads(self.config.threads)
         with torch.inference_mode():
-            return network(torch.from_numpy(x)[None].contiguous(memory_format=torch.channels_last))[0].contiguous()
+            return network(torch.from_numpy(x)[None].contiguous(memory_format=torch.channels_last))[0]
 
     def segment(self, observation: Observation) -> Segmentation:
         rgb, depth, intrinsics = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics
@@ -180,8 +182,11 @@ class LearnedSegmenter:
         out = self._forward(rgb, depth)
         if not np.isfinite(out.numpy()).all():  # numpy's reductions here are 3-20x torch's (0.5-1 ms a frame)
             return Segmentation.empty(depth.shape)
-        probs = torch.softmax(out[:-1], dim=0).numpy()
-        boundary = (torch.sigmoid(out[-1]) > self.config.boundary_threshold).numpy()
+        probs = torch.softmax(out[:-1], dim=0).numpy()  # channels-last like ``out``
+        if self.config.boundary_threshold < 1.0:
+            boundary = (torch.sigmoid(out[-1]) > self.config.boundary_threshold).numpy()
+        else:  # no probability exceeds 1
+            boundary = np.zeros(probs.shape[1:], dtype=bool)
         best = probs.argmax(axis=0)
         return segments_from_probabilities(probs, best, boundary, self.vocabulary, self.config, depth.shape)
 
@@ -216,15 +221,29 @@ def _load_network(
 
 def _class_fragments(best: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, int]:
     """(int64 (h, w) fragment ids, 0 = none; count): the 4-connected components of the ``seeds``
-    cells of each class of ``best``, numbered class by class."""
-    fragments = np.zeros(best.shape, dtype=np.int64)
-    count = 0
-    for c in np.unique(best[seeds]).tolist():
-        labelled, n = ndimage.label(seeds & (best == c), structure=_FOUR)
-        inside = labelled > 0
-        fragments[inside] = labelled[inside] + count
-        count += n
-    return fragments, count
+    cells of each class of ``best``, numbered class by class (ascending), and within a class in
+    raster order of their first cell.
+
+    One labelling pass over a grid of twice the resolution: cell (i, j) sits at (2i, 2j), and the
+    pixel between two 4-neighbour cells is set only when both are seeds of one class.
+    """
+    h, w = best.shape
+    grid = np.zeros((2 * h - 1, 2 * w - 1), dtype=bool)
+    grid[::2, ::2] = seeds
+    grid[::2, 1::2] = seeds[:, :-1] & seeds[:, 1:] & (best[:, :-1] == best[:, 1:])
+    grid[1::2, ::2] = seeds[:-1] & seeds[1:] & (best[:-1] == best[1:])
+    labelled, count = ndimage.label(grid, structure=_FOUR)
+    cells = labelled[::2, ::2]  # every component's first pixel in raster order is a cell
+    if count == 0:
+        return np.zeros(best.shape, dtype=np.int64), 0
+    first = np.zeros(count + 1, dtype=np.int64)
+    present, where = np.unique(cells.ravel(), return_index=True)
+    first[present] = where
+    # Components are numbered by first cell already: a stable sort by class numbers them class by class.
+    order = np.argsort(best.ravel()[first[1:]], kind="stable")
+    renumber = np.zeros(count + 1, dtype=np.int64)
+    renumber[order + 1] = np.arange(1, count + 1)
+    return renumber[cells], count
 
 
 def _merge_small_fragments(fragments: np.ndarray, count: int, min_cells: int) -> tuple[np.ndarray, int]:
@@ -307,8 +326,11 @@ def segments_from_probabilities(
     flat = cells.ravel()
     order = np.argsort(flat, kind="stable")
     starts = np.searchsorted(flat[order], np.arange(1, count + 1))
-    sums = np.add.reduceat(probs.reshape(probs.shape[0], -1)[:, order], starts, axis=1)  # (K + 1, count)
-    shares = sums[1:].T.astype(np.float64)
+    per_cell = probs.transpose(1, 2, 0).reshape(-1, probs.shape[0])  # a view when channels-last
+    # Summed along contiguous rows, one per class (numpy sums those pairwise): the same floats
+    # whatever the layout of ``probs``.
+    by_class = np.ascontiguousarray(per_cell[order].T)
+    shares = np.add.reduceat(by_class, starts, axis=1)[1:].T.astype(np.float64)  # (count, K)
     shares /= shares.sum(axis=1, keepdims=True)
     confidence = shares.max(axis=1)
     keep = confidence >= config.min_confidence

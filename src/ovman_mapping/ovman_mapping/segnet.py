@@ -74,21 +74,26 @@ def output_stride(input_stride: int, decoder_stages: int) -> int:
 
 def network_input(rgb: np.ndarray, depth: np.ndarray, input_stride: int) -> np.ndarray:
     """(5, H / s, W / s) float32 input of one frame: RGB averaged over s×s blocks, depth and its
-    validity sampled at the top-left pixel of each block (``s = input_stride``; H, W divisible)."""
+    validity sampled at the top-left pixel of each block (``s = input_stride``; H, W divisible).
+    The block sums are exact integers (uint16 holds up to 257 pixels of 255); the mean is their
+    product with 1 / (255 s²) in float32."""
     h, w = depth.shape
     s = input_stride
     if h % s or w % s:
         raise ValueError(f"image size {w}x{h} is not divisible by the input stride {s}")
-    colour = np.zeros((h // s, w // s, 3), dtype=np.float32)
+    if s * s > 257:
+        raise ValueError(f"input stride {s} is too large: a block's colour sum would overflow uint16")
+    planes = rgb.transpose(2, 0, 1)
+    total = np.zeros((3, h // s, w // s), dtype=np.uint16)
     for i in range(s):
         for j in range(s):
-            colour += rgb[i::s, j::s]
-    colour *= np.float32(1.0 / (255.0 * s * s))
+            total += planes[:, i::s, j::s]
     z = depth[::s, ::s]
     valid = np.isfinite(z) & (z > 0.0)
     out = np.empty((IN_CHANNELS, h // s, w // s), dtype=np.float32)
-    out[:3] = colour.transpose(2, 0, 1) - np.float32(0.5)
-    out[3] = np.where(valid, z, 0.0) / np.float32(DEPTH_SCALE)
+    np.multiply(total, np.float32(1.0 / (255.0 * s * s)), out=out[:3])
+    out[:3] -= np.float32(0.5)
+    np.divide(np.where(valid, z, np.float32(0.0)), np.float32(DEPTH_SCALE), out=out[3])
     out[4] = valid
     return out
 
