@@ -15,12 +15,14 @@ label encoder; the modes run one after the other in one process, so the peak RSS
 is the process's peak so far (it includes every recorded frame the bench holds: about 0.15 GB an
 episode). ``--threads N`` runs the learned network on N torch threads instead of the configured
 ``segmenter.threads`` (1, one per benchmark worker): a robot's mapping_node alone on 2 cores may
-use 2; the segments are the same bit for bit (tests/mapping/test_segmenter.py).
+use 2; the segments are the same bit for bit (tests/mapping/test_segmenter.py). ``--precision
+bfloat16`` runs it under ``torch.autocast`` (``segmenter.precision``).
 
 Prints, per mode, the median and mean wall time and CPU time per episode, ms per frame, and the
 ratio to the goal.
 
 Usage: python benchmarks/bench_mapping.py [--scenes 4] [--modes label learned clip] [--cores 2] [--threads N]
+       [--precision float32|bfloat16]
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def main() -> int:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads of the learned network (default: config)"
     )
+    parser.add_argument("--precision", choices=["float32", "bfloat16"], default=None, help="learned network arithmetic")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         available = sorted(os.sched_getaffinity(0))
@@ -107,6 +110,8 @@ def main() -> int:
         )
         if mode == "learned" and args.threads is not None:
             segmenter_config = dataclasses.replace(segmenter_config, threads=args.threads)
+        if mode == "learned" and args.precision is not None:
+            segmenter_config = dataclasses.replace(segmenter_config, precision=args.precision)
         mapping_config = dataclasses.replace(config.mapping_node, encoder=encoder_config, segmenter=segmenter_config)
         encoder = make_encoder(encoder_config)
         segmenter = make_segmenter(segmenter_config)
@@ -133,7 +138,7 @@ def main() -> int:
         peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         print(
             f"{mode:7s}: {segmenter.description}"
-            + (f" on {segmenter_config.threads} thread(s)" if mode == "learned" else "")
+            + (f" on {segmenter_config.threads} thread(s), {segmenter_config.precision}" if mode == "learned" else "")
             + f"; {encoder.description}\n"
             f"       model load {load_s:.1f} s (once per process)\n"
             f"       per episode: wall median {statistics.median(walls):.2f} s, mean {statistics.mean(walls):.2f} s, "

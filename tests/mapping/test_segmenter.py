@@ -269,6 +269,8 @@ def test_segmenter_settings_are_range_checked_and_the_cache_identity_follows_the
         make_segmenter(dataclasses.replace(CONFIG, kind="oracle"))
     with pytest.raises(ConfigError, match=r"mapping_node\.segmenter\.boundary_threshold"):
         make_segmenter(dataclasses.replace(CONFIG, boundary_threshold=float("nan")))
+    with pytest.raises(ConfigError, match=r"mapping_node\.segmenter\.precision.*float32, bfloat16"):
+        make_segmenter(dataclasses.replace(CONFIG, precision="float16"))
     assert segmenter_identity(dataclasses.replace(CONFIG, kind="simulator")) == "simulator"
     one = segmenter_identity(dataclasses.replace(CONFIG, kind="learned", model=str(write_model(tmp_path / "a"))))
     other = write_model(tmp_path / "b", seed=1)
@@ -300,9 +302,10 @@ def test_the_packaged_model_loads_for_the_embedded_vocabulary_and_camera():
     segmenter.warm_up()
 
 
-def test_the_learned_segmenters_threads_change_its_speed_not_its_segments():
+def test_the_learned_segmenters_threads_change_its_speed_not_its_segments_and_bfloat16_its_floats():
     """``segmenter.threads`` is a speed setting: one and two torch threads give the same segments
-    bit for bit on rendered frames (so a robot may use both cores and still agree with the benchmark)."""
+    bit for bit on rendered frames (so a robot may use both cores and still agree with the benchmark);
+    ``segmenter.precision: bfloat16`` gives nearly the same segments."""
     from ovman_sim.embedded import EmbeddedWorld
     from ovman_sim.tours import tour_observations
 
@@ -317,6 +320,12 @@ def test_the_learned_segmenters_threads_change_its_speed_not_its_segments():
     assert sum(len(s.segments) for s in outputs[0]) > 0
     for one, two in zip(*outputs, strict=True):
         assert np.array_equal(one.ids, two.ids) and one.segments == two.segments
+    # bfloat16 arithmetic: nearly the same segments, not the same floats.
+    bf16 = make_segmenter(dataclasses.replace(CONFIG, kind="learned", model="", precision="bfloat16"))
+    near = [bf16.segment(o) for o in frames]
+    same = np.mean([np.mean((a.ids > 0) == (b.ids > 0)) for a, b in zip(outputs[0], near, strict=True)])
+    assert same > 0.98
+    assert sum(len(s.segments) for s in near) == pytest.approx(sum(len(s.segments) for s in outputs[0]), rel=0.1)
 
 
 def test_a_map_from_the_learned_segmenter_ignores_the_simulators_segments_and_labels():

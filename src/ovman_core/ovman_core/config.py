@@ -390,7 +390,8 @@ class EncoderConfig:
 class SegmenterConfig:
     """Where segments come from (ovman_mapping.segmenter): ``learned`` (the project's network),
     ``simulator`` (the simulator's masks; oracle and diagnostic arms only) or ``clip``;
-    probabilities in [0, 1]; ``threads``: torch intra-op threads."""
+    probabilities in [0, 1]; ``threads``: torch intra-op threads; ``precision``: the learned
+    network's arithmetic (float32 or bfloat16)."""
 
     kind: str
     model: str
@@ -398,6 +399,7 @@ class SegmenterConfig:
     merge_cells: CountOrZero
     min_confidence: Fraction
     threads: Threads
+    precision: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,10 @@ label distribution is the mean class probability over its cells (background excl
 renormalised), its confidence the largest share of that distribution; segments below
 ``segmenter.min_confidence`` are dropped. A black frame, one without valid depth and an empty one
 give no segments (the network is not run).
+
+The network runs in float32, or under ``torch.autocast`` in bfloat16 with
+``segmenter.precision: bfloat16`` (faster on CPUs with native bfloat16; a few cells change class).
+The segments do not depend on ``segmenter.threads``.
 """
 
 from __future__ import annotations
@@ -163,8 +167,12 @@ class LearnedSegmenter:
         network = self._network
         if torch.get_num_threads() != self.config.threads:  # another library set its own: ours, always
             torch.set_num_threads(self.config.threads)
+        inputs = torch.from_numpy(x)[None].contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
-            return network(torch.from_numpy(x)[None].contiguous(memory_format=torch.channels_last))[0]
+            if self.config.precision == "float32":
+                return network(inputs)[0]
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return network(inputs)[0].float()
 
     def segment(self, observation: Observation) -> Segmentation:
         rgb, depth, intrinsics = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics

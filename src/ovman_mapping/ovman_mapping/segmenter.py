@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ovman_core.observation import Observation
 
 SEGMENTER_KINDS = ("learned", "simulator", "clip")
+PRECISIONS = ("float32", "bfloat16")
 
 
 class SegmenterError(RuntimeError):
@@ -139,6 +140,7 @@ def check_segmenter(config: SegmenterConfig) -> None:
         "boundary_threshold": (0.0 <= config.boundary_threshold <= 1.0, "a probability in [0, 1]"),
         "min_confidence": (0.0 <= config.min_confidence <= 1.0, "a probability in [0, 1]"),
         "threads": (config.threads >= 1, "a thread count >= 1"),
+        "precision": (config.precision in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
     }
     check_ranges("mapping_node.segmenter", config, checks)
 
