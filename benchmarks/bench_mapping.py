@@ -12,7 +12,7 @@ as in a long run. ``clip`` uses open_clip with random
 weights (no download): the cost is the same as with trained weights of the same model. ``learned``
 uses the packaged segmenter model (``mapping_node.segmenter``, its configured threads) with the
 label encoder; the modes run one after the other in one process, so the peak RSS printed after each
-is the process's peak so far (it includes every recorded frame the bench holds: about 0.15 GB an
+is the process's peak so far (it includes every recorded frame the bench holds: about 0.26 GB an
 episode). ``--threads N`` runs the learned network on N torch threads instead of the configured
 ``segmenter.threads`` (1, one per benchmark worker): a robot's mapping_node alone on 2 cores may
 use 2; the segments are the same bit for bit (tests/mapping/test_segmenter.py). ``--precision
