@@ -15,6 +15,7 @@ from ovman_core.config import (
     default_config_path,
     load_config,
     node_parameters,
+    stored_config,
     to_document,
     with_parameters,
 )
@@ -58,6 +59,28 @@ def test_missing_key_is_rejected(tmp_path, document):
     del document["/**"]["ros__parameters"]["task"]["success_radius"]
     with pytest.raises(ConfigError, match=r"task\.success_radius"):
         load_config(write(tmp_path, document))
+
+
+def test_a_stored_document_gets_the_keys_added_since_and_keeps_its_own(document):
+    """A config written by an earlier version (a dataset's manifest): missing keys, at any depth,
+    come from the defaults and are named; the values it holds are its own and still checked; a
+    file loaded with load_config gets no such help (test_missing_key_is_rejected)."""
+    defaults = load_config()
+    complete, added = stored_config(document, "doc", defaults)
+    assert added == [] and to_document(complete) == to_document(defaults)
+    del document["/**"]["ros__parameters"]["task"]["success_radius"]
+    del document["mapping_node"]["ros__parameters"]["segmenter"]
+    document["nav_node"]["ros__parameters"]["navigation"]["sim_timeout_s"] = 3.5
+    config, added = stored_config(document, "doc", defaults)
+    assert added == ["/**.ros__parameters.task.success_radius", "mapping_node.ros__parameters.segmenter"]
+    assert config.task.success_radius == defaults.task.success_radius
+    assert config.mapping_node.segmenter == defaults.mapping_node.segmenter
+    assert config.nav_node.navigation.sim_timeout_s == 3.5
+    document["nav_node"]["ros__parameters"]["navigation"]["speed"] = 1.0
+    with pytest.raises(ConfigError, match=r"doc: unknown key.*navigation\.speed"):
+        stored_config(document, "doc", defaults)
+    with pytest.raises(ConfigError, match="doc: expected a mapping"):
+        stored_config(["not", "a", "mapping"], "doc", defaults)
 
 
 def test_integer_for_a_float_is_rejected_with_a_hint(tmp_path, document):

@@ -252,6 +252,31 @@ def test_checked_episodes_refuses_a_dataset_that_fails_the_cheap_checks_listing_
     assert "episodes_sha256" in text
 
 
+def test_a_manifest_from_before_a_config_key_was_added_validates_with_a_note(dataset, capsys):
+    """Keys added to the configuration after generation are taken from the current one and named;
+    what the manifest records is still checked."""
+    from ovman_eval.generation.validate import OlderConfigWarning, checked_episodes
+
+    path = dataset / "manifest.json"
+    manifest = json.loads(path.read_text())
+    params = manifest["config"]["mapping_node"]["ros__parameters"]
+    del params["segmenter"]["precision"]
+    del params["markers"]
+    path.write_text(json.dumps(manifest))
+    report = validate_dataset(dataset)
+    assert report.ok, [str(p) for p in report.problems]
+    (note,) = report.notes
+    assert "2 key(s) added" in note and "mapping_node.ros__parameters.markers" in note
+    assert "mapping_node.ros__parameters.segmenter.precision" in note
+    assert main(["validate", str(dataset)]) == 0
+    assert "note: manifest.json: config: 2 key(s)" in capsys.readouterr().out
+    with pytest.warns(OlderConfigWarning, match="segmenter.precision"):
+        assert len(checked_episodes(dataset)) == 2
+    params["segmenter"]["threads"] = 0  # a recorded value out of range is still a problem
+    path.write_text(json.dumps(manifest))
+    assert "segmenter.threads" in _problems(dataset)[("(dataset)", "manifest.json: config")]
+
+
 def test_swapped_visits_are_found_by_the_cheap_checks(dataset):
     group = dataset / "recordings" / "former-0000"
     (group / "visit1").rename(group / "swap")

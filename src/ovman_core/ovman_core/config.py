@@ -772,6 +772,31 @@ def config_from_document(document: Any, source: str) -> OvmanConfig:
     return OvmanConfig(**values, source=source)
 
 
+def stored_config(document: Any, source: str, defaults: OvmanConfig) -> tuple[OvmanConfig, list[str]]:
+    """The typed config of a document an earlier version wrote (a dataset's manifest): every key
+    that ``defaults`` has and ``document`` lacks, at any depth, taken from ``defaults``; returns the
+    config and the dotted names of the keys taken (sorted; [] when the document was complete).
+    Everything the document holds is still checked as :func:`config_from_document` checks a file
+    (an unknown key, a malformed or out-of-range value: ConfigError naming ``source``)."""
+    added: list[str] = []
+
+    def complete(value: Any, default: Any, where: str) -> Any:
+        if not isinstance(value, dict) or not isinstance(default, dict):
+            return value
+        out = dict(value)
+        for key, fallback in default.items():
+            name = f"{where}.{key}" if where else key
+            if key in out:
+                out[key] = complete(out[key], fallback, name)
+            else:
+                out[key] = fallback
+                added.append(name)
+        return out
+
+    config = config_from_document(complete(document, to_document(defaults), ""), source)
+    return config, sorted(added)
+
+
 def check_ranges(section: str, values: Any, checks: dict[str, tuple[bool, str]]) -> None:
     """Raise ConfigError naming the first key of ``section`` (e.g. ``sim_node.sensor``) whose
     check failed: ``checks`` maps a field of ``values`` to (it is in range, what was expected).

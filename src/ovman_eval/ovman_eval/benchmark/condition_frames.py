@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ovman_core.config import ConfigError, OvmanConfig, SimConfig, config_from_document
+from ovman_core.config import ConfigError, OvmanConfig, SimConfig, stored_config
 from ovman_core.observation import Observation
 from ovman_core.world_state import WorldState
 from ovman_eval.generation.dataset import MANIFEST, DatasetError, read_manifest
@@ -74,12 +74,13 @@ def render_fingerprint() -> str:
 def recording_sim_config(dataset: Path, config: OvmanConfig) -> SimConfig:
     """The simulator configuration to re-render ``dataset``'s recordings with: ``config.sim_node``
     with the ``world``, ``camera`` and ``embedded`` sections of the configuration the dataset was
-    generated with (its manifest), so that the homes and the camera are those of the recordings.
-    ``config.sim_node`` itself when the manifest holds no configuration that loads with this code
-    (:class:`ConditionSensor` then refuses frames of another camera)."""
+    generated with (its manifest; keys added to the configuration since are taken from ``config``),
+    so that the homes and the camera are those of the recordings. ``config.sim_node`` itself when
+    the manifest holds no configuration that loads with this code (:class:`ConditionSensor` then
+    refuses frames of another camera)."""
     where = f"{Path(dataset) / MANIFEST} (config)"
     try:
-        recorded = config_from_document(read_manifest(dataset).get("config"), where).sim_node
+        recorded = stored_config(read_manifest(dataset).get("config"), where, config)[0].sim_node
     except (DatasetError, ConfigError):
         return _ideal_camera(config.sim_node)
     world = dataclasses.replace(recorded.world, kind=config.sim_node.world.kind)

@@ -25,11 +25,12 @@ import hashlib
 import json
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ovman_core.boxes import Footprint, Vec2
-from ovman_core.config import ConfigError, OvmanConfig, TaskConfig, config_from_document, load_config
+from ovman_core.config import ConfigError, OvmanConfig, TaskConfig, load_config, stored_config
 from ovman_core.world_state import ObjectState, WorldState
 from ovman_eval.generation.dataset import (
     DATASET_KIND,
@@ -69,6 +70,10 @@ class Problem:
         return f"{who}: {self.field}: {self.message}"
 
 
+class OlderConfigWarning(UserWarning):
+    """A dataset's manifest predates keys of the configuration; their current values were used."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ValidationReport:
     """What was checked and every problem found."""
@@ -77,6 +82,9 @@ class ValidationReport:
     episodes: int
     recordings: int
     problems: tuple[Problem, ...]
+    notes: tuple[str, ...] = ()
+    """What the reader should know that is not a problem (keys of the configuration the manifest
+    predates, taken from the current configuration)."""
 
     @property
     def ok(self) -> bool:
@@ -93,6 +101,7 @@ def validate_dataset(
     scene's structure and the recordings' metadata (scene, visit, frame count)."""
     directory = Path(directory)
     problems: list[Problem] = []
+    notes: list[str] = []
 
     def problem(episode: str, field: str, message: str) -> None:
         problems.append(Problem(episode, field, message))
@@ -100,7 +109,7 @@ def validate_dataset(
     if not directory.is_dir():
         problem(DATASET, str(directory), "not a directory")
         return ValidationReport(directory, 0, 0, tuple(problems))
-    manifest, config = _check_manifest(directory, config, problem)
+    manifest, config = _check_manifest(directory, config, problem, notes.append)
     task = config.task
     text = _read_episodes_text(directory, problem)
     records = _parse_lines(text, problem) if text is not None else []
@@ -121,7 +130,7 @@ def validate_dataset(
         recorded = states[(record.recordings.visit1, record.recordings.visit2)]
         if recorded is not None:
             places.check(record, recorded.visit2_end, problem)
-    return ValidationReport(directory, len(records), len(states), tuple(problems))
+    return ValidationReport(directory, len(records), len(states), tuple(problems), tuple(notes))
 
 
 def checked_episodes(directory: str | Path, *, full: bool = False) -> list[EpisodeRecord]:
@@ -137,6 +146,8 @@ def checked_episodes(directory: str | Path, *, full: bool = False) -> list[Episo
             + "\n  ".join(shown)
             + (f"\n  ... and {more} more" if more else "")
         )
+    for note in report.notes:
+        warnings.warn(f"{report.directory}: {note}", OlderConfigWarning, stacklevel=2)
     return read_episodes(directory)
 
 
@@ -188,7 +199,7 @@ class _StartPoses:
 
 
 def _check_manifest(
-    directory: Path, override: OvmanConfig | None, problem
+    directory: Path, override: OvmanConfig | None, problem, note
 ) -> tuple[dict[str, Any] | None, OvmanConfig]:
     try:
         manifest = read_manifest(directory)
@@ -207,11 +218,17 @@ def _check_manifest(
         problem(DATASET, f"{MANIFEST}: complete", "generation did not finish (resume it with `ovman generate`)")
     if override is not None:
         return manifest, override
+    defaults = load_config()
     try:
-        config = config_from_document(manifest.get("config"), f"{directory / MANIFEST} (config)")
+        config, added = stored_config(manifest.get("config"), f"{directory / MANIFEST} (config)", defaults)
     except ConfigError as err:
         problem(DATASET, f"{MANIFEST}: config", f"{err}; validating with the default configuration")
-        config = load_config()
+        return manifest, defaults
+    if added:
+        note(
+            f"{MANIFEST}: config: {len(added)} key(s) added to the configuration after this dataset was generated "
+            f"({', '.join(added[:5])}{', ...' if len(added) > 5 else ''}) taken from {defaults.source}"
+        )
     return manifest, config
 
 
@@ -418,8 +435,8 @@ def _fmt(values) -> str:
 
 
 def report_text(report: ValidationReport) -> str:
-    """The human-readable report: every problem on its own line, then a summary line."""
-    lines = [str(p) for p in report.problems]
+    """The human-readable report: every note and every problem on its own line, then a summary line."""
+    lines = [f"note: {n}" for n in report.notes] + [str(p) for p in report.problems]
     if report.ok:
         lines.append(f"{report.directory}: OK ({report.episodes} episodes, {report.recordings} recorded groups)")
     else:
@@ -434,9 +451,18 @@ def report_json(report: ValidationReport) -> str:
             "ok": report.ok,
             "episodes": report.episodes,
             "problems": [dataclasses.asdict(p) for p in report.problems],
+            "notes": list(report.notes),
         },
         indent=1,
     )
 
 
-__all__ = ["Problem", "ValidationReport", "checked_episodes", "report_json", "report_text", "validate_dataset"]
+__all__ = [
+    "OlderConfigWarning",
+    "Problem",
+    "ValidationReport",
+    "checked_episodes",
+    "report_json",
+    "report_text",
+    "validate_dataset",
+]
