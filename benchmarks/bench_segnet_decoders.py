@@ -45,15 +45,7 @@ from ovman_eval.perception.training import (  # noqa: E402
 )
 from ovman_mapping import segnet  # noqa: E402
 from ovman_mapping.learned_segmenter import LearnedSegmenter  # noqa: E402
-
-
-def block(cin: int, cout: int, stride: int = 1, dilation: int = 1) -> nn.Sequential:
-    """Conv 3×3 + batch norm + ReLU (the shape :func:`ovman_mapping.segnet.fold_batch_norm` folds)."""
-    return nn.Sequential(
-        nn.Conv2d(cin, cout, 3, stride, dilation, dilation=dilation, bias=False),
-        nn.BatchNorm2d(cout),
-        nn.ReLU(inplace=True),
-    )
+from ovman_mapping.segnet import conv_block  # noqa: E402
 
 
 class AddSegNet(nn.Module):
@@ -66,13 +58,15 @@ class AddSegNet(nn.Module):
             raise ValueError("the add variant is built for decoder_stages 2 (the shipped model's)")
         c1, c2, c3 = widths
         d = context_dilation
-        self.enc1 = nn.Sequential(block(segnet.IN_CHANNELS, c1, 2), block(c1, c1))
-        self.enc2 = nn.Sequential(block(c1, c2, 2), block(c2, c2))
-        self.enc3 = nn.Sequential(block(c2, c3, 2), block(c3, c3, dilation=d), block(c3, c3, dilation=2 * d))
+        self.enc1 = nn.Sequential(conv_block(segnet.IN_CHANNELS, c1, 2), conv_block(c1, c1))
+        self.enc2 = nn.Sequential(conv_block(c1, c2, 2), conv_block(c2, c2))
+        self.enc3 = nn.Sequential(
+            conv_block(c2, c3, 2), conv_block(c3, c3, dilation=d), conv_block(c3, c3, dilation=2 * d)
+        )
         self.proj2 = nn.Conv2d(c3, c2, 1)
-        self.dec2 = block(c2, c2)
+        self.dec2 = conv_block(c2, c2)
         self.proj1 = nn.Conv2d(c2, c1, 1)
-        self.dec1 = block(c1, c1)
+        self.dec1 = conv_block(c1, c1)
         self.head = nn.Conv2d(c1, classes + 2, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -26,7 +26,9 @@ DEPTH_SCALE = 4.0
 IN_CHANNELS = 5
 
 
-def _block(cin: int, cout: int, stride: int = 1, dilation: int = 1) -> nn.Sequential:
+def conv_block(cin: int, cout: int, stride: int = 1, dilation: int = 1) -> nn.Sequential:
+    """Conv 3×3 (no bias) + batch norm + ReLU: the network's building block, the shape
+    :func:`fold_batch_norm` folds."""
     return nn.Sequential(
         nn.Conv2d(cin, cout, 3, stride, dilation, dilation=dilation, bias=False),
         nn.BatchNorm2d(cout),
@@ -45,13 +47,15 @@ class SegNet(nn.Module):
             raise ValueError(f"decoder_stages must be 1, 2 or 3, got {decoder_stages}")
         c1, c2, c3 = widths
         self.decoder_stages = decoder_stages
-        self.enc1 = nn.Sequential(_block(IN_CHANNELS, c1, 2), _block(c1, c1))
-        self.enc2 = nn.Sequential(_block(c1, c2, 2), _block(c2, c2))
+        self.enc1 = nn.Sequential(conv_block(IN_CHANNELS, c1, 2), conv_block(c1, c1))
+        self.enc2 = nn.Sequential(conv_block(c1, c2, 2), conv_block(c2, c2))
         d = context_dilation
-        self.enc3 = nn.Sequential(_block(c2, c3, 2), _block(c3, c3, dilation=d), _block(c3, c3, dilation=2 * d))
-        self.dec2 = _block(c3 + c2, c2)
-        self.dec1 = _block(c2 + c1, c1) if decoder_stages >= 2 else None
-        self.dec0 = _block(c1 + IN_CHANNELS, c1) if decoder_stages >= 3 else None
+        self.enc3 = nn.Sequential(
+            conv_block(c2, c3, 2), conv_block(c3, c3, dilation=d), conv_block(c3, c3, dilation=2 * d)
+        )
+        self.dec2 = conv_block(c3 + c2, c2)
+        self.dec1 = conv_block(c2 + c1, c1) if decoder_stages >= 2 else None
+        self.dec0 = conv_block(c1 + IN_CHANNELS, c1) if decoder_stages >= 3 else None
         out_width = c1 if decoder_stages >= 2 else c2
         self.head = nn.Conv2d(out_width, classes + 2, 1)
 
