@@ -28,7 +28,7 @@ VASE = on_floor("Vase_1", "Vase", 1.0, 3.0, size=(0.2, 0.4, 0.2), colour=(40, 40
 POSE = AgentPose(0.0, 0.0, yaw_deg=0.0, horizon_deg=30.0)
 
 
-def segments_of(obs, params=PARAMS):
+def segments_of(obs, params=PARAMS, cell=1):
     return segment_frame(
         obs.rgb,
         obs.depth,
@@ -40,6 +40,7 @@ def segments_of(obs, params=PARAMS):
         obs.pose.horizon_deg,
         params,
         BINS,
+        cell=cell,
     )
 
 
@@ -105,6 +106,50 @@ def test_segment_ids_of_any_size_and_sign_give_the_same_segments():
         labels = {k + offset: v for k, v in obs.segment_labels.items()}
         got = segments_of(dataclasses.replace(obs, segments=ids, segment_labels=labels))
         assert [(s.label, s.pixel_count, s.points.tobytes()) for s in got] == expected
+
+
+def blocky(obs, cell):
+    """``obs`` with its segment ids made constant on cell × cell blocks (each block takes the id of
+    its centre pixel), as a network's output cells give them."""
+    h, w = obs.segments.shape
+    centres = obs.segments[cell // 2 :: cell, cell // 2 :: cell]
+    return dataclasses.replace(obs, segments=np.repeat(np.repeat(centres, cell, axis=0), cell, axis=1)[:h, :w])
+
+
+def test_segments_in_cells_are_sampled_once_a_cell_at_its_centre_and_counted_whole():
+    """With ids constant on 4 × 4 blocks and ``pixel_stride`` 2, one pixel a block is back-projected,
+    the block's centre: depth valid only there still gives the segments, pixel counts are whole
+    blocks and crops are the blocks of the sampled pixels."""
+    obs = blocky(render([CHAIR, VASE], POSE, step=0), 4)
+    corners = np.full_like(obs.depth, np.nan)
+    corners[::4, ::4] = obs.depth[::4, ::4]
+    assert segments_of(dataclasses.replace(obs, depth=corners)) != []  # the stride-2 lattice reads corners
+    assert segments_of(dataclasses.replace(obs, depth=corners), cell=4) == []  # the cell lattice does not
+    depth = np.full_like(obs.depth, np.nan)
+    depth[2::4, 2::4] = obs.depth[2::4, 2::4]
+    thinned = dataclasses.replace(obs, depth=depth)
+    by_label = {s.label: s for s in segments_of(thinned, cell=4)}
+    assert set(by_label) == {"Chair", "Vase"}
+    for label, obj in (("Chair", CHAIR), ("Vase", VASE)):
+        segment = by_label[label]
+        assert inside(segment.points, obj.box, PARAMS.voxel_size).all()
+        mask = obs.segments == next(k for k, v in obs.segment_labels.items() if v == label)
+        assert segment.pixel_count == mask.sum() and segment.pixel_count % 16 == 0
+        rows, cols = np.nonzero(mask)
+        row0, col0, row1, col1 = segment.crop  # the blocks of its sampled pixels
+        assert all(c % 4 == 0 for c in segment.crop)
+        assert rows.min() <= row0 < row1 <= rows.max() + 1 and cols.min() <= col0 < col1 <= cols.max() + 1
+    # The full depth image gives the same segments on the cell lattice as on its centres alone.
+    full = {s.label: s.points.tobytes() for s in segments_of(obs, cell=4)}
+    assert full == {label: s.points.tobytes() for label, s in by_label.items()}
+
+
+def test_a_stride_coarser_than_the_cells_keeps_its_own_lattice():
+    obs = blocky(render([CHAIR], POSE, step=0), 2)
+    coarse = dataclasses.replace(PARAMS, pixel_stride=4)
+    assert [s.points.tobytes() for s in segments_of(obs, coarse, cell=2)] == [
+        s.points.tobytes() for s in segments_of(obs, coarse)
+    ]
 
 
 def test_empty_frame_gives_no_segments():

@@ -103,6 +103,8 @@ def test_touching_objects_of_different_classes_stay_apart():
     assert sorted(s.label for s in out.segments) == ["Chair", "Sofa"]
     assert out.labels[out.ids[0, 0]] == "Chair" and out.labels[out.ids[0, 7]] == "Sofa"
     assert (out.ids[:, 12:] == 0).all()
+    # Each output cell covers 2 x 2 pixels: the segmentation says so (back-projection samples a cell once).
+    assert out.cell == 2 and np.array_equal(out.ids, np.repeat(np.repeat(out.ids[::2, ::2], 2, axis=0), 2, axis=1))
 
 
 def test_class_noise_joins_the_fragment_it_borders_most_and_an_isolated_small_object_stays():

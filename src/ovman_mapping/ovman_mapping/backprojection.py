@@ -149,12 +149,16 @@ def segment_frame(
     colour_bins: int,
     frame_index: int = 0,
     step: int = 0,
+    cell: int = 1,
 ) -> list[SegmentObservation]:
     """Every usable segment of one frame, back-projected (see the module docstring).
 
     A segment is usable when it has at least ``params.min_segment_pixels`` pixels and, on the
-    sampling lattice of stride ``params.pixel_stride``, at least ``params.min_segment_points``
-    pixels with valid depth (finite, positive, at most ``params.max_depth``). Segments are returned
+    sampling lattice, at least ``params.min_segment_points`` pixels with valid depth (finite,
+    positive, at most ``params.max_depth``). The lattice has stride ``params.pixel_stride`` from
+    pixel (0, 0); when ``segments`` come in ``cell`` × ``cell`` blocks of one id
+    (:attr:`ovman_mapping.segmenter.Segmentation.cell`) larger than that stride, it holds one pixel
+    a block, the block's centre pixel (``cell // 2`` down and right). Segments are returned
     in raster order of their first sampled pixel (never in id order); ``labels`` maps segment id →
     category label (a segment without a label gets the empty string).
     """
@@ -169,13 +173,17 @@ def segment_frame(
         return []
     if depth.shape != (height, width):
         raise FrameFormatError(f"frame {frame_index}: depth has shape {depth.shape}, expected {(height, width)}")
-    seg = np.asarray(segments).astype(np.int64, copy=False)
-    present, pixel_counts = _segment_sizes(seg)
+    segments = np.asarray(segments)
+    if cell > 1 and height % cell == 0 and width % cell == 0:  # one pixel a block tells its segment
+        present, pixel_counts = _segment_sizes(segments[::cell, ::cell].astype(np.int64))
+        pixel_counts = pixel_counts * (cell * cell)
+    else:
+        present, pixel_counts = _segment_sizes(segments.astype(np.int64))
     if present.size == 0:
         return []
-    stride = params.pixel_stride
-    sub_seg = seg[::stride, ::stride]
-    sub_depth = np.asarray(depth, dtype=float)[::stride, ::stride]
+    stride, offset = (cell, cell // 2) if cell > params.pixel_stride else (params.pixel_stride, 0)
+    sub_seg = segments[offset::stride, offset::stride].astype(np.int64)
+    sub_depth = np.asarray(depth)[offset::stride, offset::stride].astype(float)
     # Index of each sampled pixel's segment in ``present`` (background and unknown ids: none).
     slot = np.searchsorted(present, sub_seg)
     slot_ok = (sub_seg > 0) & (slot < len(present))
@@ -189,7 +197,7 @@ def segment_frame(
     if params.segment_depth_gap > 0.0:
         keep = nearest_largest_depth_parts(sub_seg[rows, cols], sub_depth[rows, cols], params.segment_depth_gap)
         rows, cols = rows[keep], cols[keep]
-    v, u = rows * stride, cols * stride
+    v, u = rows * stride + offset, cols * stride + offset
     world = camera_points(
         intrinsics, camera_position, yaw_deg, horizon_deg, u.astype(float), v.astype(float), sub_depth[rows, cols]
     )
@@ -231,10 +239,10 @@ def segment_frame(
                 points=points,
                 pixel_count=int(counts_of[segment_id]),
                 crop=(
-                    int(row0[k]),
-                    int(col0[k]),
-                    int(min(row1[k] + stride, height)),
-                    int(min(col1[k] + stride, width)),
+                    int(row0[k] - offset),
+                    int(col0[k] - offset),
+                    int(min(row1[k] - offset + stride, height)),
+                    int(min(col1[k] - offset + stride, width)),
                 ),
                 colour=colours[k],
             )

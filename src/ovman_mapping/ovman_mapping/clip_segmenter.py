@@ -4,7 +4,7 @@ For workstations with local CLIP weights (``mapping_node.encoder.clip_weights``)
 of the agent's arms on AI2-THOR, where the learned network's training assets do not apply.
 
 1. **Proposals**: the learned segmenter's class-agnostic path
-   (:func:`ovman_mapping.learned_segmenter.segments_from_probabilities`: connected cells that are
+   (:func:`ovman_mapping.learned_segmenter.segments_from_logits`: connected cells that are
    not "none", split by the boundary head), its class labels dropped. It reads RGB and depth only.
 2. **Features**: each proposal's bounding crop of the RGB image (grown by
    ``encoder.crop_padding``) through open_clip's image tower (:class:`ovman_mapping.encoders.ClipEncoder`):
@@ -88,4 +88,4 @@ class ClipSegmenter:
             total = float(row[kept].sum())
             labels = {self.vocabulary[i]: float(row[i] / total) for i in kept}
             segments.append(Segment(labels, float(row.max()), np.asarray(feature, dtype=float)))
-        return Segmentation(proposals.ids, tuple(segments))
+        return Segmentation(proposals.ids, tuple(segments), proposals.cell)

@@ -268,6 +268,7 @@ class MapBuilder:
             self.encoder_config.colour_bins,
             frame_index=index,
             step=frame.step,
+            cell=segmentation.cell,
         )
         if segments:
             self._assign(segments)

@@ -17,7 +17,8 @@ classes that touch (a chair against a table) stay apart, and the boundary separa
 objects of one class. Class noise inside an object makes small fragments; each fragment of fewer
 than ``segmenter.merge_cells`` cells joins the fragment it shares the longest border with
 (smallest first; a fragment with no neighbour stays as it is). The result is grown back over the
-object cells on a boundary that touch it (one step), then upsampled to camera pixels. A segment's
+object cells on a boundary that touch it (one step), then upsampled to camera pixels (the
+segmentation's ``cell`` is the output stride: back-projection samples each cell once). A segment's
 label distribution is the mean class probability over its cells (background excluded,
 renormalised), its confidence the largest share of that distribution; segments below
 ``segmenter.min_confidence`` are dropped. A black frame, one without valid depth and an empty one
@@ -185,18 +186,7 @@ class LearnedSegmenter:
             )
         if depth.size == 0 or not rgb.any() or not np.any(np.isfinite(depth) & (depth > 0.0)):
             return Segmentation.empty(depth.shape)  # black, depthless or empty: nothing to see
-        import torch
-
-        out = self._forward(rgb, depth)
-        if not np.isfinite(out.numpy()).all():  # numpy's reductions here are 3-20x torch's (0.5-1 ms a frame)
-            return Segmentation.empty(depth.shape)
-        probs = torch.softmax(out[:-1], dim=0).numpy()  # channels-last like ``out``
-        if self.config.boundary_threshold < 1.0:
-            boundary = (torch.sigmoid(out[-1]) > self.config.boundary_threshold).numpy()
-        else:  # no probability exceeds 1
-            boundary = np.zeros(probs.shape[1:], dtype=bool)
-        best = probs.argmax(axis=0)
-        return segments_from_probabilities(probs, best, boundary, self.vocabulary, self.config, depth.shape)
+        return segments_from_logits(self._forward(rgb, depth).numpy(), self.vocabulary, self.config, depth.shape)
 
 
 @functools.lru_cache(maxsize=4)
@@ -244,14 +234,24 @@ def _class_fragments(best: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, i
     cells = labelled[::2, ::2]  # every component's first pixel in raster order is a cell
     if count == 0:
         return np.zeros(best.shape, dtype=np.int64), 0
-    first = np.zeros(count + 1, dtype=np.int64)
-    present, where = np.unique(cells.ravel(), return_index=True)
-    first[present] = where
+    component_class = np.zeros(count + 1, dtype=best.dtype)
+    component_class[cells.ravel()] = best.ravel()  # the cells of a component share one class
     # Components are numbered by first cell already: a stable sort by class numbers them class by class.
-    order = np.argsort(best.ravel()[first[1:]], kind="stable")
+    order = np.argsort(component_class[1:], kind="stable")
     renumber = np.zeros(count + 1, dtype=np.int64)
     renumber[order + 1] = np.arange(1, count + 1)
     return renumber[cells], count
+
+
+def _grow(ids: np.ndarray) -> np.ndarray:
+    """The largest id among each cell and its 4 neighbours (a grey dilation by the 4-neighbour
+    cross; cells beyond the border do not count)."""
+    out = ids.copy()
+    np.maximum(out[1:], ids[:-1], out=out[1:])
+    np.maximum(out[:-1], ids[1:], out=out[:-1])
+    np.maximum(out[:, 1:], ids[:, :-1], out=out[:, 1:])
+    np.maximum(out[:, :-1], ids[:, 1:], out=out[:, :-1])
+    return out
 
 
 def _merge_small_fragments(fragments: np.ndarray, count: int, min_cells: int) -> tuple[np.ndarray, int]:
@@ -264,7 +264,10 @@ def _merge_small_fragments(fragments: np.ndarray, count: int, min_cells: int) ->
         return fragments, count
     a = np.concatenate([fragments[:, :-1].ravel(), fragments[:-1, :].ravel()])
     b = np.concatenate([fragments[:, 1:].ravel(), fragments[1:, :].ravel()])
-    touching = (a != b) & (a > 0) & (b > 0)
+    is_small = np.zeros(count + 1, dtype=bool)
+    is_small[small] = True
+    # Only a small fragment's borders are ever read.
+    touching = (a != b) & (a > 0) & (b > 0) & (is_small[a] | is_small[b])
     keys = np.minimum(a, b)[touching] * (count + 1) + np.maximum(a, b)[touching]
     pairs, lengths = np.unique(keys, return_counts=True)
     border: dict[int, dict[int, int]] = {}
@@ -302,43 +305,38 @@ def _merge_small_fragments(fragments: np.ndarray, count: int, min_cells: int) ->
 def segments_from_logits(
     logits: np.ndarray, vocabulary: Sequence[str], config: SegmenterConfig, image_shape: tuple[int, int]
 ) -> Segmentation:
-    """The segments of one frame from the network's (K + 2, h, w) output (see the module
-    docstring); ``image_shape`` (H, W) the camera image, a multiple of (h, w)."""
-    if not np.all(np.isfinite(logits)):
+    """The segments of one frame from the network's (K + 2, h, w) float32 output (see the module
+    docstring); ``image_shape`` (H, W) the camera image, a multiple of (h, w).
+
+    Class probabilities (a softmax over the K + 1 class logits, float64) are computed only for the
+    cells of a segment: a cell's class is the argmax of its logits, the same as of its softmax.
+    A (K + 2, h, w) view of channels-last memory (the network's) is read without a copy.
+    """
+    channels, h, w = logits.shape
+    per_cell = logits.transpose(1, 2, 0).reshape(h * w, channels)  # a view when channels-last
+    if not np.isfinite(per_cell).all():
         return Segmentation.empty(image_shape)
-    classes = logits[:-1].astype(np.float64)
-    classes -= classes.max(axis=0, keepdims=True)
-    probs = np.exp(classes)
-    probs /= probs.sum(axis=0, keepdims=True)
-    boundary = 1.0 / (1.0 + np.exp(-logits[-1].astype(np.float64))) > config.boundary_threshold
-    return segments_from_probabilities(probs, probs.argmax(axis=0), boundary, vocabulary, config, image_shape)
-
-
-def segments_from_probabilities(
-    probs: np.ndarray,
-    best: np.ndarray,
-    boundary: np.ndarray,
-    vocabulary: Sequence[str],
-    config: SegmenterConfig,
-    image_shape: tuple[int, int],
-) -> Segmentation:
-    """:func:`segments_from_logits` from the class probabilities (K + 1, h, w), their argmax
-    (h, w) and the thresholded boundary (h, w)."""
+    best = per_cell[:, :-1].argmax(axis=1).reshape(h, w)
     objects = best > 0
-    seeds, count = _class_fragments(best, objects & ~boundary)
+    if config.boundary_threshold < 1.0:
+        boundary = 1.0 / (1.0 + np.exp(-per_cell[:, -1].astype(np.float64))) > config.boundary_threshold
+        seeds = objects & ~boundary.reshape(h, w)
+    else:  # no probability exceeds 1
+        seeds = objects
+    fragments, count = _class_fragments(best, seeds)
     if count == 0:
         return Segmentation.empty(image_shape)
-    seeds, count = _merge_small_fragments(seeds, count, config.merge_cells)
-    grown = ndimage.grey_dilation(seeds, footprint=_FOUR)
-    cells = np.where(seeds > 0, seeds, np.where(objects, grown, 0)).astype(np.int64)
-    flat = cells.ravel()
-    order = np.argsort(flat, kind="stable")
-    starts = np.searchsorted(flat[order], np.arange(1, count + 1))
-    per_cell = probs.transpose(1, 2, 0).reshape(-1, probs.shape[0])  # a view when channels-last
-    # Summed along contiguous rows, one per class (numpy sums those pairwise): the same floats
-    # whatever the layout of ``probs``.
-    by_class = np.ascontiguousarray(per_cell[order].T)
-    shares = np.add.reduceat(by_class, starts, axis=1)[1:].T.astype(np.float64)  # (count, K)
+    fragments, count = _merge_small_fragments(fragments, count, config.merge_cells)
+    grown = _grow(fragments)
+    cells = np.where(fragments > 0, fragments, np.where(objects, grown, 0)).ravel()
+    inside = np.flatnonzero(cells)
+    order = inside[np.argsort(cells[inside], kind="stable")]  # segment by segment, raster order within
+    z = per_cell[order, :-1].astype(np.float64)
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    starts = np.searchsorted(cells[order], np.arange(1, count + 1))
+    shares = np.add.reduceat(z, starts, axis=0)[:, 1:]  # (count, K): class 0 (none) left out
     shares /= shares.sum(axis=1, keepdims=True)
     confidence = shares.max(axis=1)
     keep = confidence >= config.min_confidence
@@ -350,6 +348,6 @@ def segments_from_probabilities(
         kept = np.nonzero(row >= 1e-3)[0]
         total = float(row[kept].sum())
         segments.append(Segment({vocabulary[i]: float(row[i] / total) for i in kept}, float(confidence[k])))
-    sy, sx = image_shape[0] // cells.shape[0], image_shape[1] // cells.shape[1]
-    ids = np.repeat(np.repeat(renumber[cells], sy, axis=0), sx, axis=1)
-    return Segmentation(ids, tuple(segments))
+    sy, sx = image_shape[0] // h, image_shape[1] // w
+    ids = np.broadcast_to(renumber[cells].reshape(h, 1, w, 1), (h, sy, w, sx)).reshape(image_shape)
+    return Segmentation(ids, tuple(segments), cell=sy if sy == sx else 1)

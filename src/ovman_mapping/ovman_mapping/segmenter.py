@@ -59,10 +59,13 @@ class Segment:
 
 @dataclasses.dataclass(frozen=True)
 class Segmentation:
-    """``ids`` int32 (H, W): 0 where no segment, k where ``segments[k - 1]``."""
+    """``ids`` int32 (H, W): 0 where no segment, k where ``segments[k - 1]``. ``cell`` (px): the
+    ids are constant on the cell × cell pixel blocks of a grid from the image's corner (a network's
+    output cells; 1 = per pixel), so one pixel a block tells a block's segment."""
 
     ids: np.ndarray
     segments: tuple[Segment, ...]
+    cell: int = 1
 
     def mask(self, k: int) -> np.ndarray:
         """Bool (H, W) mask of segment ``k`` (1-based, as in ``ids``)."""

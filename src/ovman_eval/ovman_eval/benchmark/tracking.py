@@ -63,6 +63,7 @@ class LabelTracker:
             self.mapping.mapping,
             self.mapping.encoder.colour_bins,
             step=observation.step,
+            cell=segmentation.cell,
         )
         best: tuple[float, NavTarget] | None = None
         for segment in segments:
