@@ -157,6 +157,28 @@ def test_report_says_why_the_parser_table_is_missing_without_the_runs_configurat
     assert "parser accuracy" in markdown and "holds no configuration" in markdown
 
 
+def test_a_run_from_before_a_config_key_was_added_still_gets_its_parser_and_perception_sections(tmp_path):
+    """A key the code's configuration gained after the run is read at its current value, and the
+    report names it; a key the code does not know still refuses the run's configuration."""
+    run_dir = make_run_dir(tmp_path)
+    run = json.loads((run_dir / RUN_FILE).read_text())
+    config = run["identity"]["config"]
+    del config["mapping_node"]["ros__parameters"]["segmenter"]["precision"]
+    del config["query_node"]["ros__parameters"]["parser"]["fallback_min_confidence"]
+    (run_dir / RUN_FILE).write_text(json.dumps(run))
+    markdown = write_report(run_dir, episode_figures=False)[0].read_text()
+    assert "Query parser accuracy" in markdown
+    assert "### Perception: the agent's segmenter on held-out homes" in markdown
+    assert "2 key(s) came into the configuration after this run" in markdown
+    assert "mapping_node.ros__parameters.segmenter.precision" in markdown
+    assert "query_node.ros__parameters.parser.fallback_min_confidence" in markdown
+    config["query_node"]["ros__parameters"]["parser"]["no_such_key"] = 1
+    (run_dir / RUN_FILE).write_text(json.dumps(run))
+    markdown = write_report(run_dir, episode_figures=False)[0].read_text()
+    assert "Query parser accuracy" not in markdown and "does not load with this code" in markdown
+    assert perception_tables(run_dir).startswith("unavailable: the run's configuration does not load")
+
+
 def test_map_quality_figure_needs_the_agents_diagnostics(tmp_path):
     records = [r for r in run_records() if r.arm != "two_visit"]
     assert figure_map_quality(records, tmp_path / "none.png") is None

@@ -49,7 +49,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ovman_core.config import ConfigError, config_from_document
+from ovman_core.config import ConfigError, OvmanConfig, load_config, stored_config
 from ovman_core.files import atomic_write_text
 from ovman_eval.analysis.appearance_fit import FIT_FILE, fit_tables
 from ovman_eval.analysis.figures import (
@@ -175,16 +175,26 @@ def _embodied_errors(records: Sequence[ResultRecord]) -> tuple[str, str] | None:
     return ("embodied errors", f"{sum(errors.values())} run(s) could not be made (counted as failures): {listed}")
 
 
+def run_configuration(run_dir: Path) -> tuple[OvmanConfig, list[str]] | str:
+    """The configuration the run recorded (``RUN/run.json``, identity.config), completed by
+    :func:`ovman_core.config.stored_config` with the keys added to the code's configuration since
+    (their current values; returned by dotted name), or why there is none that loads."""
+    document = _read_json(run_dir / RUN_FILE).get("identity", {}).get("config")
+    if document is None:
+        return f"{run_dir / RUN_FILE} holds no configuration"
+    try:
+        return stored_config(document, f"{run_dir / RUN_FILE} (identity.config)", load_config())
+    except ConfigError as err:
+        return f"the run's configuration does not load with this code ({err})"
+
+
 def _parser_tables(run_dir: Path) -> list[Table] | str:
     """The parser's accuracy and held-out confusion under the run's own configuration (with the
     sentence-model fallback on the run's encoder, as the agent parses), or why it cannot be computed."""
-    document = _read_json(run_dir / RUN_FILE).get("identity", {}).get("config")
-    if document is None:
-        return f"not computed: {run_dir / RUN_FILE} holds no configuration"
-    try:
-        config = config_from_document(document, f"{run_dir / RUN_FILE} (identity.config)")
-    except ConfigError as err:
-        return f"not computed: the run's configuration does not load with this code ({err})"
+    loaded = run_configuration(run_dir)
+    if isinstance(loaded, str):
+        return f"not computed: {loaded}"
+    config = loaded[0]
     parser = QueryParser(config.query_node.parser, embed=make_encoder(config.mapping_node.encoder).embed_text)
     held_out = held_out_report(parser)
     reports = [
@@ -202,13 +212,10 @@ def perception_tables(run_dir: Path) -> list[Table] | str:
     from ovman_mapping.learned_segmenter import model_directory, read_manifest
     from ovman_mapping.segmenter import SegmenterError
 
-    document = _read_json(run_dir / RUN_FILE).get("identity", {}).get("config")
-    if document is None:
-        return f"unavailable: {run_dir / RUN_FILE} holds no configuration"
-    try:
-        segmenter = config_from_document(document, f"{run_dir / RUN_FILE} (identity.config)").mapping_node.segmenter
-    except ConfigError as err:
-        return f"unavailable: the run's configuration does not load with this code ({err})"
+    loaded = run_configuration(run_dir)
+    if isinstance(loaded, str):
+        return f"unavailable: {loaded}"
+    segmenter = loaded[0].mapping_node.segmenter
     if segmenter.kind == "simulator":
         return "the agent read the simulator's segments and labels (ground truth): no segmenter to score"
     try:
@@ -349,6 +356,15 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
     damaged = (*read.damaged, *sketches.damaged)
     if damaged:
         facts.insert(0, _skipped_lines(damaged, incomplete))
+    loaded = run_configuration(run_dir)
+    if not isinstance(loaded, str) and loaded[1]:
+        facts.append(
+            (
+                "configuration",
+                f"{len(loaded[1])} key(s) came into the configuration after this run; its parser and "
+                f"perception sections read them at the current values: {', '.join(loaded[1])}",
+            )
+        )
     parser = _parser_tables(run_dir)
     if isinstance(parser, str):
         facts.append(("parser accuracy", parser))
