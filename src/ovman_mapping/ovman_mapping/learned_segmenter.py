@@ -153,10 +153,6 @@ class LearnedSegmenter:
         """Load the network now (a second or so), not at the first frame."""
         self._network  # noqa: B018 - the cached property loads it
 
-    def logits(self, rgb: np.ndarray, depth: np.ndarray) -> np.ndarray:
-        """(K + 2, h, w) float32 network output of one frame at the output resolution (C order)."""
-        return self._forward(rgb, depth).contiguous().numpy()
-
     def _forward(self, rgb: np.ndarray, depth: np.ndarray) -> Any:
         """The (K + 2, h, w) output tensor, a view of the network's channels-last memory (the
         classes of one cell are adjacent)."""
