@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from ovman_core.config import load_config, to_document
+from ovman_eval.analysis.configured_sections import perception_tables
 from ovman_eval.analysis.figures import draw_episode, figure_maintained, figure_map_quality
-from ovman_eval.analysis.report import REPORT_HTML, REPORT_MD, perception_tables, write_report
+from ovman_eval.analysis.report import REPORT_HTML, REPORT_MD, write_report
 from ovman_eval.analysis.tables import all_tables, headline_table
 from ovman_eval.cli.main import main
 from ovman_eval.runs.results import (

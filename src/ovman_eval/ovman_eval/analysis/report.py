@@ -4,7 +4,8 @@ Written from the run's files alone (``results.jsonl``, ``sketches.jsonl``, ``run
 ``timings.json``, ``sweep.json`` once ``ovman sweep`` has run, and ``appearance_fit.json`` once
 ``ovman fit-appearance`` has), so ``ovman report RUN``
 regenerates it at any time. Besides the tables of :mod:`ovman_eval.analysis.tables` it holds the parser's
-accuracy under the run's configuration and the admissibility sweep's table:
+accuracy and the agent's segmenter under the run's configuration
+(:mod:`ovman_eval.analysis.configured_sections`) and the admissibility sweep's table:
 
 - ``figures/error_budget.png``: the rungs of the error budget as bars (static and embodied) with
   the gaps between them (Fig. 5a);
@@ -49,9 +50,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ovman_core.config import ConfigError, OvmanConfig, load_config, stored_config
 from ovman_core.files import atomic_write_text
 from ovman_eval.analysis.appearance_fit import FIT_FILE, fit_tables
+from ovman_eval.analysis.configured_sections import parser_tables, perception_tables, run_configuration
 from ovman_eval.analysis.figures import (
     draw_episode,
     figure_error_budget,
@@ -67,8 +68,6 @@ from ovman_eval.analysis.table import Table
 from ovman_eval.analysis.tables import (
     all_tables,
     multi_change_tables,
-    parser_confusion_table,
-    parser_table,
     rejection_table,
 )
 from ovman_eval.runs.results import (
@@ -88,9 +87,6 @@ from ovman_eval.runs.results import (
     read_results,
     read_sketches,
 )
-from ovman_mapping.encoders import make_encoder
-from ovman_query.parser import QueryParser, evaluate_parser, held_out_report, training_cases
-from ovman_query.surface_forms import development_phrasings
 
 FIGURES = "figures"
 EPISODE_FIGURES = "episodes"
@@ -173,106 +169,6 @@ def _embodied_errors(records: Sequence[ResultRecord]) -> tuple[str, str] | None:
         for (episode, condition, message), count in errors.items()
     )
     return ("embodied errors", f"{sum(errors.values())} run(s) could not be made (counted as failures): {listed}")
-
-
-def run_configuration(run_dir: Path) -> tuple[OvmanConfig, list[str]] | str:
-    """The configuration the run recorded (``RUN/run.json``, identity.config), completed by
-    :func:`ovman_core.config.stored_config` with the keys added to the code's configuration since
-    (their current values; returned by dotted name), or why there is none that loads."""
-    document = _read_json(run_dir / RUN_FILE).get("identity", {}).get("config")
-    if document is None:
-        return f"{run_dir / RUN_FILE} holds no configuration"
-    try:
-        return stored_config(document, f"{run_dir / RUN_FILE} (identity.config)", load_config())
-    except ConfigError as err:
-        return f"the run's configuration does not load with this code ({err})"
-
-
-def _parser_tables(run_dir: Path) -> list[Table] | str:
-    """The parser's accuracy and held-out confusion under the run's own configuration (with the
-    sentence-model fallback on the run's encoder, as the agent parses), or why it cannot be computed."""
-    loaded = run_configuration(run_dir)
-    if isinstance(loaded, str):
-        return f"not computed: {loaded}"
-    config = loaded[0]
-    parser = QueryParser(config.query_node.parser, embed=make_encoder(config.mapping_node.encoder).embed_text)
-    held_out = held_out_report(parser)
-    reports = [
-        ("training phrasings", evaluate_parser(parser, training_cases())),
-        ("development sets", evaluate_parser(parser, development_phrasings())),
-        ("held-out phrasings", held_out),
-    ]
-    return [parser_table(reports), parser_confusion_table(held_out)]
-
-
-def perception_tables(run_dir: Path) -> list[Table] | str:
-    """The agent's segmenter on the held-out perception homes, from its model's manifest (what
-    ``ovman train-perception`` measured: :func:`ovman_eval.perception.training.held_out_figures`), or why
-    there is nothing to show."""
-    from ovman_mapping.learned_segmenter import model_directory, read_manifest
-    from ovman_mapping.segmenter import SegmenterError
-
-    loaded = run_configuration(run_dir)
-    if isinstance(loaded, str):
-        return f"unavailable: {loaded}"
-    segmenter = loaded[0].mapping_node.segmenter
-    if segmenter.kind == "simulator":
-        return "the agent read the simulator's segments and labels (ground truth): no segmenter to score"
-    try:
-        manifest = read_manifest(model_directory(segmenter))
-    except SegmenterError as err:
-        return f"unavailable: {err}"
-    held = manifest.get("held_out") or {}
-    figures = {"baseline": held, **(held.get("conditions") or {})}
-    if "precision" not in held:
-        return f"unavailable: {model_directory(segmenter)} has no held-out figures in its manifest"
-    rows = tuple(
-        (
-            name,
-            f"{f['precision']:.3f}",
-            f"{f['recall']:.3f}",
-            f"{f['accuracy']:.3f}",
-            str(f.get("predicted", "–")),
-            str(f.get("segments", "–")),
-            str(f.get("frames", "–")),
-        )
-        for name, f in figures.items()
-        if "precision" in f
-    )
-    scenes = held.get("test_scenes") or []
-    labels = "its proposals; the labels are open_clip's" if segmenter.kind == "clip" else "segments and labels"
-    notes = (
-        f"The agent's segmenter ({segmenter.kind}, model {manifest['weights_sha256'][:12]}…, {labels}) on "
-        f"{len(scenes)} held-out perception homes ({', '.join(scenes[:2])}{', …' if len(scenes) > 2 else ''}), "
-        "seeds disjoint from every benchmark scene; precision and recall of segments at mask IoU ≥ "
-        f"{held.get('iou_threshold', 0.5)}, top-1 accuracy of the matched ones. From the model's manifest "
-        "(`ovman eval-perception` measures any model anew).",
-    )
-    tables = [
-        Table(
-            "perception",
-            "Perception: the agent's segmenter on held-out homes",
-            ("condition", "precision", "recall", "accuracy", "predicted", "true segments", "frames"),
-            rows,
-            notes,
-        )
-    ]
-    confusions = held.get("confusions") or []
-    per_category = held.get("per_category") or {}
-    if confusions or per_category:
-        worst = sorted(per_category.items(), key=lambda item: (item[1]["accuracy"], item[0]))[:5]
-        rows = tuple((f"{c['true']} → {c['predicted']}", str(c["count"]), "", "") for c in confusions[:8]) + tuple(
-            (f"{name} (accuracy)", "", f"{row['accuracy']:.3f}", str(row["matched"])) for name, row in worst
-        )
-        tables.append(
-            Table(
-                "perception_confusions",
-                "Perception: most frequent confusions and the least accurate categories (baseline)",
-                ("true → predicted / category", "count", "accuracy", "matched"),
-                rows,
-            )
-        )
-    return tables
 
 
 def _multi_change_part(run_dir: Path) -> tuple[tuple[str, str], list[ResultRecord]] | str | None:
@@ -365,7 +261,7 @@ def write_report(run_dir: str | Path, *, episode_figures: bool = True, workers: 
                 f"perception sections read them at the current values: {', '.join(loaded[1])}",
             )
         )
-    parser = _parser_tables(run_dir)
+    parser = parser_tables(run_dir)
     if isinstance(parser, str):
         facts.append(("parser accuracy", parser))
     else:
