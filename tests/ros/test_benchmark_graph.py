@@ -167,16 +167,21 @@ def test_every_episode_gets_the_in_process_embodied_result(runs: Runs, arm: str)
 
 def test_the_agent_succeeds_somewhere_so_the_comparison_is_not_vacuous(runs: Runs):
     # On the simulator's segments the agent answers every episode, static and embodied, following
-    # the mover by sight (retargets); on its own learned segmenter's maps (the default) it answers
-    # none of these three (the honest figure, see the README), and on the moving one it walks to
-    # what it takes for the mover (which it does not see again: no retarget).
+    # the mover by sight (retargets). On its own learned segmenter's maps (the default) the agent
+    # finds the moved vase, static and embodied, answers the removed one wrongly (far) and abstains
+    # on the mover; the single-visit arm on the same learned maps follows the mover by sight. So the
+    # comparison covers a label-blind success, a walk to a wrong place and the learned tracker.
     relation = {r["episode_id"]: Relation.parse(r["relation"]) for r in runs.graph}
     simulator = [r for r in runs.graph if r["arm"] == "sim_perception"]
     assert len(simulator) == 3 and all(r["static"]["success"] and r["embodied"]["success"] for r in simulator)
     assert any(not r["static"]["success"] for r in runs.graph)
     moving = {r["arm"]: r for r in runs.graph if relation[r["episode_id"]] is Relation.MOVING}
     assert moving["sim_perception"]["embodied"]["retargets"] > 0
-    assert moving["two_visit"]["static"]["point"] is not None and moving["two_visit"]["embodied"]["steps"] > 0
+    agent = [r for r in runs.graph if r["arm"] == "two_visit"]
+    assert any(r["static"]["success"] and r["embodied"]["success"] for r in agent)
+    assert any(not r["embodied"]["success"] and r["embodied"]["steps"] > 0 for r in agent)
+    learned = [r for r in runs.graph if r["arm"] not in ("sim_perception", "oracle_positions", "given_answer")]
+    assert any(r["embodied"]["retargets"] > 0 for r in learned)
 
 
 def test_graph_lines_carry_no_map_diagnostics(runs: Runs):
