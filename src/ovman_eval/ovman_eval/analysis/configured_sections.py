@@ -30,7 +30,8 @@ def run_configuration(run_dir: Path) -> tuple[OvmanConfig, list[str]] | str:
         run = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         return f"{path} does not read ({err})"
-    document = run.get("identity", {}).get("config") if isinstance(run, dict) else None
+    identity = run.get("identity") if isinstance(run, dict) else None
+    document = identity.get("config") if isinstance(identity, dict) else None
     if document is None:
         return f"{path} holds no configuration"
     try:
