@@ -272,10 +272,12 @@ class NavNode(GraphNode):
         self._take_update()  # estimates from before this goal do not describe its target
         current = [target]
         lockstep = goal.target_may_move and goal.update_every_step and self.sim is not None
-        goal_start_stamp = self.sim.last_stamp_ns if self.sim is not None else 0
+        goal_start_stamp = [0]
+        """Stamp of sim_node's frame before this goal's first action: taken once the world is ready,
+        since getting ready may itself publish a frame (the Stop that reads a missed pose)."""
 
         def updates() -> NavTarget | None:
-            if lockstep and self.sim is not None and self.sim.last_stamp_ns > goal_start_stamp:
+            if lockstep and self.sim is not None and self.sim.last_stamp_ns > goal_start_stamp[0]:
                 # The estimate from the frame of this goal's previous action, as in process.
                 self._wait_for_update(self.sim.last_stamp_ns, self.config.nav_node.navigation.sim_timeout_s)
             update = self._take_update() if goal.target_may_move else None
@@ -326,6 +328,7 @@ class NavNode(GraphNode):
                 if problem:
                     raise GoalError(NavError.SIM_FAILURE, f"sim_node cannot report the agent's pose: {problem}")
             world = self.sim
+            goal_start_stamp[0] = self.sim.last_stamp_ns
         if world is None:
             raise GoalError(NavError.SIM_FAILURE, "nav_node has no world to drive")
         self._publish_map(settings)
