@@ -7,6 +7,7 @@ Run with the venv's interpreter (``.venv/bin/python -m pytest tests/ros``) after
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,12 @@ from .processes import NodeProcess
 
 DDS_PROFILE = Path(__file__).resolve().parents[2] / DDS_PROFILE_FILE
 """The repository's config/fastdds.xml."""
+
+# The Ctrl-C tests send SIGINT to nodes in child processes. A shell without job control starts a
+# background job with SIGINT ignored, and an ignored signal stays ignored across fork and exec, so
+# the nodes would never see it: give this process Python's own handler, whose children then start
+# with SIGINT's default action however the suite was started.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Fast DDS accepts domain ids 0..232; keep clear of 0 (the default every other ROS user shares).
 _DOMAIN_ID_BASE = 100
