@@ -249,6 +249,43 @@ def test_sim_node_publishes_a_full_bundle_with_one_stamp_and_the_latched_map_and
     assert sim_node.stop() == 0, sim_node.diagnosis()
 
 
+DEPTH_TOPIC = bundle.DEPTH_TOPIC
+"""sim_node's depth publisher, fully qualified as PlayTour.srv names topics (the node runs in /)."""
+
+
+@pytest.mark.parametrize("sim_parameters", [[*SIM_PARAMETERS, "node.play_match_timeout_s:=1.0"]])
+def test_play_tour_refuses_to_play_before_the_subscriptions_it_is_asked_to_match(probe: Probe, sim_node) -> None:
+    before = probe.count[bundle.DEPTH_TOPIC]
+    unknown = probe.call("play_tour", PlayTour.Request(topics=["/nowhere"], min_subscriptions=[1]))
+    assert not unknown.success and "publishes no /nowhere" in unknown.message and unknown.frames == 0
+    uneven = probe.call("play_tour", PlayTour.Request(topics=[DEPTH_TOPIC], min_subscriptions=[]))
+    assert not uneven.success and "1 topics but 0 subscription counts" in uneven.message
+    # The probe is the only subscriber: a second one never comes.
+    unmatched = probe.call("play_tour", PlayTour.Request(topics=[DEPTH_TOPIC], min_subscriptions=[2]))
+    assert not unmatched.success and unmatched.frames == 0, unmatched.message
+    assert f"{DEPTH_TOPIC} has 1 matched subscriptions of the 2" in unmatched.message
+    assert "node.play_match_timeout_s" in unmatched.message
+    probe.executor.spin_once(timeout_sec=0.5)
+    assert probe.count[bundle.DEPTH_TOPIC] == before, "nothing is played when the wait fails"
+
+
+@pytest.mark.parametrize("sim_parameters", [[*SIM_PARAMETERS, "node.play_match_timeout_s:=30.0"]])
+def test_a_subscriber_that_joins_while_play_tour_waits_for_it_gets_every_frame(probe: Probe, sim_node) -> None:
+    late: list[Any] = []
+    future = probe.clients["play_tour"].call_async(PlayTour.Request(topics=[DEPTH_TOPIC], min_subscriptions=[2]))
+    # Long enough for the whole tour to be played, had sim_node not waited for a second subscription.
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        probe.executor.spin_once(timeout_sec=0.1)
+    assert not future.done(), future.result().message
+    probe.node.create_subscription(CAMERA_MESSAGES[bundle.DEPTH_TOPIC], bundle.DEPTH_TOPIC, late.append, FRAMES_QOS)
+    probe.spin_until(future.done, "play_tour answered", CALL_TIMEOUT_S + 30.0)
+    played = future.result()
+    assert played.success and played.frames == 2 * CONFIG.sim_node.tour.turns_per_waypoint, played.message
+    probe.spin_until(lambda: len(late) >= played.frames, "every frame on the late subscription", CALL_TIMEOUT_S)
+    assert len(late) == played.frames
+
+
 def test_play_tour_publishes_every_frame_records_it_and_replays_the_recording(probe: Probe, sim_node, tmp_path):
     probe.spin_until(lambda: probe.complete_stamps(), "the first bundle", START_TIMEOUT_S)
     (loaded,) = probe.complete_stamps()

@@ -319,6 +319,7 @@ class SimNodeConfig:
     step_dt: Positive
     play_period_s: NonNegative
     play_ack_timeout_s: Positive
+    play_match_timeout_s: Positive
     act_camera: bool
     camera_output: str
     qos_depth: Count

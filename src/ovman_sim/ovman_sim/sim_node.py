@@ -44,6 +44,9 @@ RViz and live use. With 0 it publishes as fast as the subscribers keep up: after
 most ``node.play_ack_timeout_s``), so the publishers' history never overwrites a frame a subscriber
 has not got (checking after every frame cost ~1 ms of a ~6 ms frame); a subscriber's own depth
 must hold the frames it has received but not yet processed (mapping_node ``node.qos_depth``).
+A PlayTour request may name topics with the matched subscriptions each must have before the first
+frame (benchmark_node names those it sees): the play waits for them at most
+``node.play_match_timeout_s``, and fails without publishing anything after that.
 
 Latched (transient local): ``tf_static`` (``map → odom``, ``camera_link → camera_optical_frame``)
 and ``map`` (nav_msgs/OccupancyGrid of the reachable grid, published when a live visit loads).
@@ -265,6 +268,11 @@ class SimNode(GraphNode):
     def _on_play_tour(self, request: PlayTour.Request, response: PlayTour.Response) -> PlayTour.Response:
         settings = self.config.sim_node.node
         period, ack_timeout = settings.play_period_s, Duration(seconds=settings.play_ack_timeout_s)
+        problem = self._wait_matched(list(request.topics), list(request.min_subscriptions))
+        if problem:
+            response.success, response.message = False, problem
+            self.get_logger().warning(f"play_tour: {problem}")
+            return response
         # A recording plays as stored unless it is being recorded again (that needs the frames decoded).
         as_stored = self.session.mode is Mode.RECORDING and not request.record_path
         count = unchecked = 0
@@ -303,6 +311,28 @@ class SimNode(GraphNode):
         if fields is not None:
             self._map.publish(occupancy_grid_msg(fields, frame.stamp_ns))
         self._publish(frame, camera)
+
+    def _wait_matched(self, topics: list[str], minimum: list[int]) -> str:
+        """Wait until each of ``topics`` (this node's publishers, fully qualified) has ``minimum``
+        matched subscriptions (PlayTour.srv), at most ``node.play_match_timeout_s``; the problem, or ""."""
+        if len(topics) != len(minimum):
+            return f"the request names {len(topics)} topics but {len(minimum)} subscription counts"
+        mine = {publisher.topic_name: publisher for publisher in self.publishers}
+        unknown = sorted(set(topics) - set(mine))
+        if unknown:
+            return f"this node publishes no {', '.join(unknown)} (topics must be fully qualified)"
+        timeout = self.config.sim_node.node.play_match_timeout_s
+        deadline = time.monotonic() + timeout
+        for topic, wanted in zip(topics, minimum, strict=True):
+            # Matching happens in the middleware's discovery threads: nothing to spin, poll the count.
+            while (matched := mine[topic].get_subscription_count()) < wanted:
+                if time.monotonic() >= deadline:
+                    return (
+                        f"{topic} has {matched} matched subscriptions of the {wanted} the caller sees after "
+                        f"{timeout} s (node.play_match_timeout_s); nothing played"
+                    )
+                time.sleep(0.01)
+        return ""
 
     def _wait_acknowledged(self, timeout: Duration) -> None:
         """Flow control of unpaced playback: block until every reliable subscriber has every frame."""

@@ -42,7 +42,9 @@ in step 1 its ``NS/mapping/start_visit`` follows mapping_node's and its ``NS/map
 player's standard camera topics (``player/camera/color/image_raw``...), which the graph then also
 publishes. In step 2 its ``NS/ovman/query`` is given the episode's noun phrase and relation; its
 answer (a finite ``map`` point, or an abstention) is scored and navigated to as any arm's, without
-following a moving target. Its first answer to a start of visit 1 is its start-up handshake.
+following a moving target. Its first answer to a start of visit 1 is its start-up handshake; then
+benchmark_node waits until it sees the agent's subscription (and mapping_node's) to the player's
+topics, and every play asks the player to match every subscription it sees there first.
 
 Steps 1 and 2 prepare the groups one after another, as far as ``node.groups_ahead`` groups ahead
 of the group whose embodied runs (step 3, on sim_node and nav_node) go on meanwhile: the schedule
@@ -97,6 +99,7 @@ from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import NodeNameNonExistentError
 from rclpy.parameter import Parameter
 from std_msgs.msg import String
 
@@ -442,6 +445,7 @@ class BenchmarkNode(GraphNode):
             who = f"the external agent in {self.agent.namespace}"
             client = self.clients_by_name[self.agent.start_visit]
             self.first_answer(who, client, lambda: MapVisit.Request(visit=1), deadline)
+        self.wait_for_frame_readers(deadline)
         values = answers[SIM_NODE].values
         if len(values) != 2 or values[0].type != ParameterType.PARAMETER_BOOL:
             raise GraphCallError(f"{SIM_NODE} did not report its parameter {SIM_ACT_CAMERA} (a bool)")
@@ -451,6 +455,51 @@ class BenchmarkNode(GraphNode):
         except ValueError as err:
             raise GraphCallError(str(err)) from None
         self.sim_camera_bundle = bundle.CAMERA_BUNDLE_OUTPUT in outputs
+
+    def wait_for_frame_readers(self, deadline: float) -> None:
+        """Until this node's view of the graph shows mapping_node's subscription to the player's
+        frames, and the external agent's (a node in its namespace) when there is one, until
+        ``deadline`` (monotonic s). Each play then asks the player to match every subscription seen
+        (:meth:`frame_subscriptions`), so that no reader misses the first frames of a visit."""
+        graph = self.get_namespace()
+        agent = self.resolve_topic_name(self.agent.namespace) if self.agent is not None else None
+        readers = {f"{MAPPING_NODE} in {graph}": lambda ns, node: ns == graph and node == MAPPING_NODE}
+        if agent is not None:
+            readers[f"the external agent in {agent}"] = lambda ns, node: ns == agent or ns.startswith(f"{agent}/")
+
+        def missing() -> list[str]:
+            seen = [
+                (info.node_namespace, info.node_name)
+                for topic in self.player_topics()
+                for info in self.get_subscriptions_info_by_topic(topic)
+            ]
+            return [who for who, matches in readers.items() if not any(matches(ns, node) for ns, node in seen)]
+
+        self.spin_until(
+            lambda: not missing(),
+            f"a subscription to the player's frames ({names.PLAYER_NAMESPACE}/camera/...) by {', '.join(missing())}",
+            max(deadline - time.monotonic(), 0.0),
+        )
+
+    def player_topics(self) -> list[str]:
+        """The topics the player publishes under its namespace (fully qualified), as this node sees them."""
+        player = self.resolve_topic_name(names.PLAYER_NAMESPACE)
+        try:
+            published = self.get_publisher_names_and_types_by_node(PLAYER_NODE, player)
+        except NodeNameNonExistentError:
+            return []
+        return sorted(topic for topic, _ in published if topic.startswith(f"{player}/"))
+
+    def frame_subscriptions(self) -> PlayTour.Request:
+        """A play request that has the player wait for every subscription to its topics that this
+        node sees (PlayTour.srv ``topics``, ``min_subscriptions``)."""
+        request = PlayTour.Request()
+        for topic in self.player_topics():
+            count = self.count_subscribers(topic)
+            if count:
+                request.topics.append(topic)
+                request.min_subscriptions.append(count)
+        return request
 
     def handshake(self, node: str, client: Client, deadline: float) -> GetParameters.Response:
         """``node``'s answer to a request that changes nothing (its parameters: sim_node's
@@ -578,7 +627,7 @@ class BenchmarkNode(GraphNode):
             raise GraphCallError(f"{PLAYER_LOAD_SERVICE} {recording}: {loaded.message}")
         self._played = (truth, visit)
         try:
-            played = yield from self._call_steps(PLAYER_PLAY_SERVICE, PlayTour.Request())
+            played = yield from self._call_steps(PLAYER_PLAY_SERVICE, self.frame_subscriptions())
             if not played.success:
                 raise GraphCallError(f"{PLAYER_PLAY_SERVICE} {recording}: {played.message}")
             # The records travel apart from the reply: wait for every one.
