@@ -15,7 +15,9 @@ label encoder; the modes run one after the other in one process, so the peak RSS
 is the process's peak so far (it includes every recorded frame the bench holds: about 0.26 GB an
 episode). ``--threads N`` runs the learned network on N torch threads instead of the configured
 ``segmenter.threads`` (1, one per benchmark worker): a robot's mapping_node alone on 2 cores may
-use 2; the segments are the same bit for bit (tests/mapping/test_segmenter.py). ``--precision
+use 2; the segment masks are the same, their label shares equal to float rounding
+(tests/mapping/test_segmenter.py). Frames are segmented ``segmenter.batch_frames`` at a time, as
+in the benchmark's map cache. ``--precision
 bfloat16`` runs it under ``torch.autocast`` (``segmenter.precision``).
 
 Prints, per mode, the median and mean wall time and CPU time per episode, ms per frame, and the

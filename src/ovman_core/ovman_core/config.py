@@ -392,7 +392,8 @@ class SegmenterConfig:
     """Where segments come from (ovman_mapping.segmenter): ``learned`` (the project's network),
     ``simulator`` (the simulator's masks; oracle and diagnostic arms only) or ``clip``;
     probabilities in [0, 1]; ``threads``: torch intra-op threads; ``precision``: the learned
-    network's arithmetic (float32 or bfloat16)."""
+    network's arithmetic (float32 or bfloat16); ``batch_frames``: frames the in-process map
+    builder segments in one network pass."""
 
     kind: str
     model: str
@@ -401,6 +402,7 @@ class SegmenterConfig:
     min_confidence: Fraction
     threads: Threads
     precision: str
+    batch_frames: Count
 
 
 @dataclasses.dataclass(frozen=True)

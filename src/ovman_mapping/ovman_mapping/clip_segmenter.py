@@ -67,7 +67,15 @@ class ClipSegmenter:
         return self._text
 
     def segment(self, observation: Observation) -> Segmentation:
-        proposals = self.proposals.segment(observation)
+        return self.segment_batch([observation])[0]
+
+    def segment_batch(self, observations: Sequence[Observation]) -> list[Segmentation]:
+        """The network's proposals of all the frames in one pass, each labelled by its crops."""
+        proposals = self.proposals.segment_batch(observations)
+        return [self._labelled(o, p) for o, p in zip(observations, proposals, strict=True)]
+
+    def _labelled(self, observation: Observation, proposals: Segmentation) -> Segmentation:
+        """``proposals`` of ``observation`` with open_clip labels and embeddings."""
         if not proposals.segments:
             return proposals
         rgb = np.asarray(observation.rgb)

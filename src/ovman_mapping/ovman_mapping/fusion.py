@@ -67,7 +67,7 @@ from ovman_mapping.instances import (
     box_of,
     fuse_points,
 )
-from ovman_mapping.segmenter import Segmenter, make_segmenter
+from ovman_mapping.segmenter import Segmentation, Segmenter, make_segmenter
 
 if TYPE_CHECKING:
     from ovman_core.observation import Observation
@@ -213,7 +213,11 @@ class _TrackRows:
 
 
 class MapBuilder:
-    """Builds the instance map of one visit, one frame at a time (see the module docstring)."""
+    """Builds the instance map of one visit, one frame at a time (see the module docstring).
+
+    ``batch_frames``: frames are segmented that many at a time (one pass of a network over them)
+    and then fused in order; the map does not depend on it, since a frame's segments do not. With
+    1 (mapping_node) each frame is fused as it is added; otherwise :meth:`build` fuses what is left."""
 
     def __init__(
         self,
@@ -222,6 +226,7 @@ class MapBuilder:
         visit: int,
         segmenter: Segmenter | None = None,
         prior: PriorVisit | None = None,
+        batch_frames: int = 1,
     ) -> None:
         self.params = config.mapping
         self.encoder_config = config.encoder
@@ -236,12 +241,26 @@ class MapBuilder:
         self._rows = _TrackRows(config.encoder.colour_bins**2)
         self._history: list[MapSnapshot] = []
         self._next_uid = 0
+        if batch_frames < 1:
+            raise ValueError(f"batch_frames must be >= 1, got {batch_frames}")
+        self.batch_frames = batch_frames
+        self._pending: list[Observation] = []
 
-    def add(self, observation: Observation) -> int:
-        """Fuse one frame (segmented by ``self.segmenter``); returns how many of its segments were usable."""
+    def add(self, observation: Observation) -> None:
+        """Add one frame: segmented by ``self.segmenter`` and fused once ``batch_frames`` frames are waiting."""
+        self._pending.append(observation)
+        if len(self._pending) >= self.batch_frames:
+            self._fuse_pending()
+
+    def _fuse_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for observation, segmentation in zip(pending, self.segmenter.segment_batch(pending), strict=True):
+            self._fuse(observation, segmentation)
+
+    def _fuse(self, observation: Observation, segmentation: Segmentation) -> None:
+        """Fuse one frame's segments into the tracks and record the frame's map state."""
         index = len(self._frames)
         pose = observation.pose
-        segmentation = self.segmenter.segment(observation)
         ids, labels = segmentation.ids, segmentation.labels
         frame = _Frame(
             index=index,
@@ -276,7 +295,6 @@ class MapBuilder:
         positions = {t.uid: (c[0], c[1], c[2]) for t, c in zip(self._tracks, centres, strict=True)}
         seen = frozenset(t.uid for t in self._tracks if index in t.frames)
         self._history.append(MapSnapshot(index, frame.step, positions, seen))
-        return len(segments)
 
     def _assign(self, segments: list[SegmentObservation]) -> None:
         p = self.params
@@ -366,7 +384,9 @@ class MapBuilder:
     # -- after the last frame ------------------------------------------------------------------
 
     def build(self) -> InstanceMap:
-        """The visit's map: merge fragments, read free-space evidence, link moving tracks, encode."""
+        """The visit's map: fuse the frames still waiting, merge fragments, read free-space
+        evidence, link moving tracks, encode."""
+        self._fuse_pending()
         aliases = {t.uid: t.uid for t in self._tracks}
         fragments = self._merge_fragments(list(self._tracks), aliases)
         vacated, arrived = self._free_space_evidence(fragments)
@@ -395,6 +415,7 @@ class MapBuilder:
     def views(self) -> tuple[DepthView, ...]:
         """The fused frames that carry depth, as cross-visit evidence reads them (what a
         :class:`PriorVisit` keeps of this visit: no colour, no segments)."""
+        self._fuse_pending()
         return tuple(frame.view for frame in self._frames if frame.depth is not None)
 
     def _merge_fragments(self, tracks: list[_Track], aliases: dict[str, str]) -> list[_Track]:
@@ -657,8 +678,8 @@ def build_map(
 ) -> InstanceMap:
     """The instance map of one visit from its observation stream (frames in recording order);
     ``segmenter`` None: the one ``config.segmenter`` names; ``prior``: the first visit, for a
-    second visit's cross-visit evidence."""
-    return _built(observations, MapBuilder(config, encoder, visit, segmenter, prior))[0]
+    second visit's cross-visit evidence. Frames are segmented ``config.segmenter.batch_frames`` at a time."""
+    return _built(observations, MapBuilder(config, encoder, visit, segmenter, prior, config.segmenter.batch_frames))[0]
 
 
 def build_visits(
@@ -670,10 +691,11 @@ def build_visits(
 ) -> tuple[InstanceMap, InstanceMap]:
     """Both visits' maps, the second with the cross-visit evidence against the first (what
     mapping_node does for a visit 1 followed by its visit 2)."""
-    map1, builder1 = _built(visit1, MapBuilder(config, encoder, 1, segmenter))
+    batch = config.segmenter.batch_frames
+    map1, builder1 = _built(visit1, MapBuilder(config, encoder, 1, segmenter, batch_frames=batch))
     prior = PriorVisit(map1, builder1.views())
     del builder1  # its colour frames are not needed any more
-    map2, _ = _built(visit2, MapBuilder(config, encoder, 2, segmenter, prior))
+    map2, _ = _built(visit2, MapBuilder(config, encoder, 2, segmenter, prior, batch))
     return map1, map2
 
 

@@ -153,25 +153,43 @@ class LearnedSegmenter:
         """Load the network now (a second or so), not at the first frame."""
         self._network  # noqa: B018 - the cached property loads it
 
-    def _forward(self, rgb: np.ndarray, depth: np.ndarray) -> Any:
-        """The (K + 2, h, w) output tensor, a view of the network's channels-last memory (the
-        classes of one cell are adjacent)."""
+    def _forward(self, frames: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """The (B, K + 2, h, w) output of the (rgb, depth) ``frames``, a view of the network's
+        channels-last memory (the classes of one cell are adjacent). A frame's output does not
+        depend on the others (tests/mapping/test_segmenter.py)."""
         import torch
 
         from ovman_mapping import segnet
 
-        x = segnet.network_input(rgb, depth, self.input_stride)
+        x = np.stack([segnet.network_input(rgb, depth, self.input_stride) for rgb, depth in frames])
         network = self._network
         if torch.get_num_threads() != self.config.threads:  # another library set its own: ours, always
             torch.set_num_threads(self.config.threads)
-        inputs = torch.from_numpy(x)[None].contiguous(memory_format=torch.channels_last)
+        inputs = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
             if self.config.precision == "float32":
-                return network(inputs)[0]
+                return network(inputs).numpy()
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                return network(inputs)[0].float()
+                return network(inputs).float().numpy()
 
     def segment(self, observation: Observation) -> Segmentation:
+        return self.segment_batch([observation])[0]
+
+    def segment_batch(self, observations: Sequence[Observation]) -> list[Segmentation]:
+        """Each frame's segments, the same as :meth:`segment` gives it, with one network pass for
+        all the frames that have something to see."""
+        frames = [self._checked(o) for o in observations]
+        seen = [k for k, (rgb, depth) in enumerate(frames) if rgb.any() and np.any(np.isfinite(depth) & (depth > 0.0))]
+        out = [Segmentation.empty(depth.shape) for _, depth in frames]  # black, depthless or empty: nothing to see
+        if seen:
+            logits = self._forward([frames[k] for k in seen])
+            for row, k in enumerate(seen):
+                out[k] = segments_from_logits(logits[row], self.vocabulary, self.config, frames[k][1].shape)
+        return out
+
+    def _checked(self, observation: Observation) -> tuple[np.ndarray, np.ndarray]:
+        """(rgb, depth) of ``observation``; ValueError for a malformed frame, SegmenterError for
+        one of another size than the model's."""
         rgb, depth, intrinsics = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics
         check_frame(rgb, depth, intrinsics)
         if (intrinsics.width, intrinsics.height) != self.image_size:
@@ -180,9 +198,7 @@ class LearnedSegmenter:
                 f"{self.directory / MANIFEST_FILE} (config {CONFIG_KEY}): the model was trained on {width}x{height} "
                 f"frames, the camera gives {intrinsics.width}x{intrinsics.height}"
             )
-        if depth.size == 0 or not rgb.any() or not np.any(np.isfinite(depth) & (depth > 0.0)):
-            return Segmentation.empty(depth.shape)  # black, depthless or empty: nothing to see
-        return segments_from_logits(self._forward(rgb, depth).numpy(), self.vocabulary, self.config, depth.shape)
+        return rgb, depth
 
 
 @functools.lru_cache(maxsize=4)

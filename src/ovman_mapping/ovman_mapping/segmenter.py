@@ -98,6 +98,10 @@ class Segmenter(Protocol):
         """The segments of one frame (its ``rgb``, ``depth`` and ``intrinsics``; the simulator
         backend also its ``segments`` and ``segment_labels``)."""
 
+    def segment_batch(self, observations: Sequence[Observation]) -> list[Segmentation]:
+        """Each frame's segments, the same as :meth:`segment` gives it (the learned network runs
+        once for all of them: ``segmenter.batch_frames``)."""
+
     def warm_up(self) -> None:
         """Load now what the first frame would otherwise wait for (a network)."""
 
@@ -126,6 +130,9 @@ class SimulatorSegmenter:
             segments=tuple(Segment({table[k]: 1.0}, 1.0) for k in present),
         )
 
+    def segment_batch(self, observations: Sequence[Observation]) -> list[Segmentation]:
+        return [self.segment(o) for o in observations]
+
 
 def check_frame(rgb: np.ndarray, depth: np.ndarray, intrinsics: Intrinsics) -> None:
     """ValueError unless ``rgb`` is uint8 (H, W, 3) and ``depth`` (H, W) for ``intrinsics``' size."""
@@ -143,6 +150,7 @@ def check_segmenter(config: SegmenterConfig) -> None:
         "boundary_threshold": (0.0 <= config.boundary_threshold <= 1.0, "a probability in [0, 1]"),
         "min_confidence": (0.0 <= config.min_confidence <= 1.0, "a probability in [0, 1]"),
         "threads": (config.threads >= 1, "a thread count >= 1"),
+        "batch_frames": (config.batch_frames >= 1, "a frame count >= 1"),
         "precision": (config.precision in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
     }
     check_ranges("mapping_node.segmenter", config, checks)

@@ -8,7 +8,8 @@ floor, doors) and one boundary logit, positive where two different instances tou
 
 Three stride-2 stages (widths ``widths``; the last one's blocks dilated for context) and a decoder
 with skip connections back to the output resolution; batch norm is folded into the convolutions
-for inference (:func:`fold_batch_norm`).
+for inference (:func:`fold_batch_norm`), whose convolutions always run through oneDNN
+(:class:`OneDnnConv2d`), so a frame's logits are the same alone and in a batch.
 Importing this module imports torch; :mod:`ovman_mapping.learned_segmenter` imports it lazily.
 """
 
@@ -102,8 +103,32 @@ def network_input(rgb: np.ndarray, depth: np.ndarray, input_stride: int) -> np.n
     return out
 
 
+class OneDnnConv2d(nn.Conv2d):
+    """A float32 CPU convolution that always runs through oneDNN (``torch.mkldnn_convolution``).
+
+    ``torch.conv2d`` picks its CPU algorithm by shape: for a single frame, the dilated 3×3
+    convolutions of the 1/8 stage (64 channels, 20×15) went to im2col + GEMM, for two frames or
+    more to oneDNN. The two round differently (1e-5 in the logits), so a frame's segments depended
+    on how many frames were segmented with it, and im2col was slower (3.1 against 2.7 ms a frame
+    for the whole network on one thread, ``benchmarks/bench_mapping.py``). Under ``torch.autocast``,
+    without oneDNN, or off the CPU, it is a plain ``nn.Conv2d``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (
+            x.dtype != torch.float32
+            or not x.is_cpu
+            or not torch.backends.mkldnn.is_available()
+            or torch.is_autocast_enabled("cpu")
+        ):
+            return super().forward(x)
+        return torch.mkldnn_convolution(
+            x, self.weight, self.bias, self.padding, self.stride, self.dilation, self.groups
+        )
+
+
 def fold_batch_norm(model: SegNet) -> nn.Module:
-    """An inference copy of ``model`` with every Conv-BN pair fused (same outputs to rounding)."""
+    """An inference copy of ``model`` with every Conv-BN pair fused (same outputs to rounding) and
+    every convolution a :class:`OneDnnConv2d`."""
     fused = copy.deepcopy(model).eval()
     for name, child in list(fused.named_children()):
         setattr(fused, name, _fold(child))
@@ -112,7 +137,14 @@ def fold_batch_norm(model: SegNet) -> nn.Module:
 
 def _fold(module: nn.Module) -> nn.Module:
     if isinstance(module, nn.Sequential) and len(module) == 3 and isinstance(module[1], nn.BatchNorm2d):
-        return nn.Sequential(torch.nn.utils.fusion.fuse_conv_bn_eval(module[0], module[1]), module[2])
+        return nn.Sequential(_one_dnn(torch.nn.utils.fusion.fuse_conv_bn_eval(module[0], module[1])), module[2])
     if isinstance(module, nn.Sequential):
         return nn.Sequential(*(_fold(m) for m in module))
+    if isinstance(module, nn.Conv2d):
+        return _one_dnn(module)
     return module
+
+
+def _one_dnn(conv: nn.Conv2d) -> OneDnnConv2d:
+    conv.__class__ = OneDnnConv2d  # same parameters and attributes, another forward
+    return conv

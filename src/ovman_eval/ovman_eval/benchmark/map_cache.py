@@ -371,7 +371,13 @@ def build_group_maps(
     priors: list[PriorVisit | None] = [None for _ in configs]
     for visit, path in recordings:
         builders = [
-            MapBuilder(config.mapping_node, encoder, visit, prior=prior)
+            MapBuilder(
+                config.mapping_node,
+                encoder,
+                visit,
+                prior=prior,
+                batch_frames=config.mapping_node.segmenter.batch_frames,
+            )
             for config, prior in zip(configs, priors, strict=True)
         ]
         for frame in read_visit(path):
