@@ -138,6 +138,9 @@ class ProposalsAndCrops:
             segments.append(Segment({VOCABULARY[i]: float(row[i] / total) for i in kept}, float(row.max())))
         return Segmentation(found.ids, tuple(segments))
 
+    def segment_batch(self, observations) -> list[Segmentation]:
+        return [self.segment(o) for o in observations]
+
 
 def timed(segmenter, frames: list[Frame], config) -> tuple[dict, float]:
     segmenter.warm_up()

@@ -26,7 +26,10 @@ give no segments (the network is not run).
 
 The network runs in float32, or under ``torch.autocast`` in bfloat16 with
 ``segmenter.precision: bfloat16`` (faster on CPUs with native bfloat16; a few cells change class).
-The segments do not depend on ``segmenter.threads``.
+:meth:`LearnedSegmenter.segment_batch` runs it once for several frames (``segmenter.batch_frames``
+in the in-process map builder): a frame's segments are the same alone and in a batch, bit for bit
+(every convolution runs through oneDNN, :class:`ovman_mapping.segnet.OneDnnConv2d`). The segment
+masks do not depend on ``segmenter.threads``; label shares and confidences only to float rounding.
 """
 
 from __future__ import annotations
