@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import json
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -444,9 +445,8 @@ def tally(segmenter: Segmenter, frames: Iterator[Frame] | Sequence[Frame], confi
     predicted_total = truth_total = matched_total = correct_total = n_frames = 0
     per_category: dict[str, tuple[int, int]] = {}
     confusions: Counter[tuple[str, str]] = Counter()
-    for frame in frames:
+    for frame, prediction in _segmented(segmenter, frames, config.mapping_node.segmenter.batch_frames):
         n_frames += 1
-        prediction = segmenter.segment(frame.observation)
         ids, counts = np.unique(frame.segments, return_counts=True)
         truth_ids = [
             int(k) for k, c in zip(ids, counts, strict=True) if k > 0 and c >= min_pixels and k in frame.labels
@@ -466,6 +466,16 @@ def tally(segmenter: Segmenter, frames: Iterator[Frame] | Sequence[Frame], confi
             if not right:
                 confusions[(truth_label, label)] += 1
     return Tally(n_frames, truth_total, predicted_total, matched_total, correct_total, per_category, dict(confusions))
+
+
+def _segmented(
+    segmenter: Segmenter, frames: Iterable[Frame], batch_frames: int
+) -> Iterator[tuple[Frame, Segmentation]]:
+    """Each of ``frames`` with its segments, ``batch_frames`` frames to a network pass (the same
+    segments as one at a time)."""
+    remaining = iter(frames)
+    while chunk := list(itertools.islice(remaining, batch_frames)):
+        yield from zip(chunk, segmenter.segment_batch([f.observation for f in chunk]), strict=True)
 
 
 def figures(counts: Tally, params: PerceptionParams) -> dict[str, Any]:
