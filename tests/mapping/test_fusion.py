@@ -4,9 +4,11 @@ import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
+import pytest
 
 from ovman_core.config import load_config
 from ovman_core.world_state import AgentPose
+from ovman_mapping.backprojection import FrameFormatError
 from ovman_mapping.fusion import MapBuilder, build_map
 from ovman_mapping.segmenter import SimulatorSegmenter, with_segmenter
 
@@ -209,3 +211,18 @@ def test_an_object_a_learned_segmenter_calls_otherwise_for_a_while_is_not_seen_g
     assert not any(i.moving for i in inexact), [(i.label, i.motion_evidence) for i in inexact]
     exact = build_map(stream, CONFIG, ENCODER, visit=2)
     assert [i.label for i in exact if i.moving] == ["Vase"]
+
+
+def test_a_malformed_frame_is_refused_when_added_naming_its_index_even_while_frames_wait_for_their_batch():
+    frames = tour([CHAIR], look_around(0.0, 0.0))
+    builder = MapBuilder(CONFIG, ENCODER, 1, batch_frames=8)
+    for frame in frames[:3]:
+        builder.add(frame)
+    truncated = dataclasses.replace(frames[3], rgb=frames[3].rgb[:-4])
+    with pytest.raises(FrameFormatError, match=r"frame 3: rgb must be uint8 \(240, 320, 3\)"):
+        builder.add(truncated)
+    with pytest.raises(FrameFormatError, match="frame 3: depth must have shape"):
+        builder.add(dataclasses.replace(frames[3], depth=frames[3].depth[:, :-1]))
+    for frame in frames[3:]:
+        builder.add(frame)
+    assert [i.label for i in builder.build()] == ["Chair"]

@@ -174,8 +174,15 @@ def test_the_network_input_is_the_block_mean_colour_and_the_sampled_depth():
     assert np.all(white[:3] == np.float32(0.5))  # 256 pixels of 255 sum exactly
     with pytest.raises(ValueError, match="divisible"):
         network_input(rgb, depth, 5)
-    with pytest.raises(ValueError, match="overflow"):
-        network_input(np.zeros((34, 34, 3), np.uint8), np.ones((34, 34), np.float32), 17)
+    # 17 x 17 pixels overflow uint16: summed in uint32, the same float32 product as uint16 gives.
+    white = network_input(np.full((34, 34, 3), 255, np.uint8), np.ones((34, 34), np.float32), 17)
+    assert white.shape == (5, 2, 2) and np.all(white[:3] == np.float32(0.5))
+    grey = rng.integers(0, 256, (34, 34, 3), dtype=np.uint8)
+    sums = grey.reshape(2, 17, 2, 17, 3).sum(axis=(1, 3)).transpose(2, 0, 1)
+    expected = sums.astype(np.float32) * np.float32(1.0 / (255.0 * 17 * 17)) - np.float32(0.5)
+    assert np.array_equal(network_input(grey, np.ones((34, 34), np.float32), 17)[:3], expected)
+    with pytest.raises(ValueError, match="not be exact in float32"):
+        network_input(np.zeros((257, 257, 3), np.uint8), np.ones((257, 257), np.float32), 257)
 
 
 def test_logits_become_segments_split_at_boundaries_with_their_label_distributions():
@@ -254,9 +261,39 @@ def test_a_model_for_another_vocabulary_or_camera_is_refused(tmp_path):
     with pytest.raises(SegmenterError, match="trained for another vocabulary"):
         make_segmenter(dataclasses.replace(CONFIG, kind="learned", model=str(directory)), ("Chair", "Bed"))
     segmenter = learned(directory)
-    big = observation(np.ones((48, 64, 3), np.uint8), np.ones((48, 64), np.float32))
-    with pytest.raises(SegmenterError, match="trained on 32x24 frames, the camera gives 64x48"):
-        segmenter.segment(big)
+    wide = observation(np.ones((48, 72, 3), np.uint8), np.ones((48, 72), np.float32))
+    with pytest.raises(SegmenterError, match="trained on 32x24 frames, the camera gives 72x48") as caught:
+        segmenter.segment(wide)
+    assert str(directory) in str(caught.value) and "mapping_node.segmenter.model" in str(caught.value)
+    small = observation(np.ones((12, 16, 3), np.uint8), np.ones((12, 16), np.float32))
+    with pytest.raises(SegmenterError, match="the camera gives 16x12"):
+        segmenter.segment(small)
+
+
+def test_a_camera_a_whole_multiple_of_the_models_size_is_read_at_the_models_resolution():
+    """A robot's 640x480 camera with the packaged 320x240 model: each frame's input blocks are twice
+    as large, so a 320x240 render upsampled twice (and its intrinsics scaled) gives the network the
+    same input bit for bit, and the same segments in cells twice as large."""
+    from ovman_sim.embedded import EmbeddedWorld
+    from ovman_sim.tours import tour_observations
+
+    config = load_config()
+    world = EmbeddedWorld(config.sim_node)
+    world.reset("embedded-3")
+    frames = list(itertools.islice(tour_observations(world, config.sim_node.tour, config.sim_node.world), 0, 40, 8))
+    segmenter = make_segmenter(dataclasses.replace(CONFIG, kind="learned", model=""))
+    for frame in frames:
+        k = frame.intrinsics
+        twice = dataclasses.replace(
+            frame,
+            rgb=frame.rgb.repeat(2, 0).repeat(2, 1),
+            depth=frame.depth.repeat(2, 0).repeat(2, 1),
+            intrinsics=Intrinsics(2 * k.width, 2 * k.height, 2 * k.fx, 2 * k.fy, 2 * k.cx + 0.5, 2 * k.cy + 0.5),
+        )
+        one, big = segmenter.segment(frame), segmenter.segment(twice)
+        assert big.cell == 2 * one.cell and big.segments == one.segments
+        assert np.array_equal(big.ids, one.ids.repeat(2, 0).repeat(2, 1))
+    assert sum(len(segmenter.segment(f).segments) for f in frames) > 0
 
 
 def test_weights_that_do_not_fit_the_manifest_fail_with_the_file_named(tmp_path):

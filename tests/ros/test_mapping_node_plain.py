@@ -1,7 +1,9 @@
 """mapping_node on a robot's plain RGB-D topics over DDS: with the learned segmenter it subscribes to
 colour, depth (16UC1 millimetres, as RealSense-class drivers publish), camera_info and the camera
 pose only, and its map equals the in-process one built from the same frames stripped of the
-simulator's segments and labels, a frame's step being its stamp divided by ``node.step_dt``.
+simulator's segments and labels, a frame's step being its stamp divided by ``node.step_dt``. Half
+the frames come from a camera twice the model's size (read at the model's resolution); frames of
+a camera the model cannot read are dropped and counted, and the node goes on.
 
 Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh).
 """
@@ -33,6 +35,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
     ) from error
 
+from ovman_core.camera import Intrinsics
 from ovman_core.config import load_config
 from ovman_core.frames import thor_to_ros_point
 from ovman_mapping.encoders import make_encoder
@@ -52,15 +55,43 @@ FRAMES = 30
 TIMEOUT_S = 90.0
 
 
+def scaled(observation, k: int):
+    """``observation`` from a camera ``k`` times as large: each pixel a k x k block, the same rays."""
+    c, shift = observation.intrinsics, (k - 1) / 2
+    return dataclasses.replace(
+        observation,
+        rgb=observation.rgb.repeat(k, 0).repeat(k, 1),
+        depth=observation.depth.repeat(k, 0).repeat(k, 1),
+        intrinsics=Intrinsics(k * c.width, k * c.height, k * c.fx, k * c.fy, k * c.cx + shift, k * c.cy + shift),
+    )
+
+
+def scaled_down(observation):
+    """``observation`` as a camera 1.5 times the model's size would see it (480x360 for 320x240)."""
+    twice = scaled(observation, 3)
+    c = twice.intrinsics
+    return dataclasses.replace(
+        twice,
+        rgb=twice.rgb[::2, ::2],
+        depth=twice.depth[::2, ::2],
+        intrinsics=Intrinsics(c.width // 2, c.height // 2, c.fx / 2, c.fy / 2, c.cx / 2, c.cy / 2),
+    )
+
+
 def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env, rclpy_context, tmp_path: Path):
     sim = CONFIG.sim_node
     world = EmbeddedWorld(sim)
     world.reset(SCENE)
     clock = bundle.FrameClock(sim.node.step_dt)
     frames = []
-    for observation in itertools.islice(tour_observations(world, sim.tour, sim.world), FRAMES):
-        frames.append((clock.stamp(observation.step), observation, world.objects()))
+    for k, observation in enumerate(itertools.islice(tour_observations(world, sim.tour, sim.world), FRAMES)):
+        # Every other frame from a camera twice the model's size (a robot's 640x480): read at 320x240.
+        camera = scaled(observation, 2) if k % 2 else observation
+        frames.append((clock.stamp(observation.step), camera, world.objects()))
     world.close()
+    # Two frames of a camera the model cannot read (1.5 times its size) between frames 4 and 5: each
+    # is dropped and counted, the node goes on.
+    unreadable = [(frames[4][0] + n, scaled_down(frames[4][1]), frames[4][2]) for n in (1, 2)]
 
     node = NodeProcess(
         [
@@ -102,13 +133,14 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
 
         assert call(start, MapVisit.Request(visit=1)).success
         spin_until(lambda: all(p.get_subscription_count() > 0 for p in publishers.values()), "the four subscriptions")
-        for stamp, observation, objects in frames:
+        for stamp, observation, objects in [*frames[:5], *unreadable, *frames[5:]]:
             messages = camera_messages(bundle_messages(observation, objects, stamp, CONFIG.frames))
             assert messages[bundle.DEPTH_TOPIC].encoding == bundle.DEPTH_MM_ENCODING
             for topic, publisher in publishers.items():
                 publisher.publish(messages[topic])
         done = call(finish, MapVisit.Request(visit=1, expected_frames=FRAMES, timeout_s=TIMEOUT_S))
         assert done.success, f"{done.message}\n{node.diagnosis()}"
+        assert "2 messages rejected" in done.message, done.message
         spin_until(lambda: maps, "the latched visit-1 map")
     finally:
         executor.remove_node(probe)

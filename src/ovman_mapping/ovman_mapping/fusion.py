@@ -55,7 +55,7 @@ from ovman_core.boxes import Vec3
 from ovman_core.camera import Intrinsics
 from ovman_core.config import MappingConfig
 from ovman_core.frames import optical_axes_thor
-from ovman_mapping.backprojection import SegmentObservation, segment_frame, voxel_codes
+from ovman_mapping.backprojection import FrameFormatError, SegmentObservation, segment_frame, voxel_codes
 from ovman_mapping.cross_visit import CheckClouds, DepthView, PriorVisit, Projection, cross_visit_evidence
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, padded_crop
 from ovman_mapping.instances import (
@@ -67,7 +67,7 @@ from ovman_mapping.instances import (
     box_of,
     fuse_points,
 )
-from ovman_mapping.segmenter import Segmentation, Segmenter, make_segmenter
+from ovman_mapping.segmenter import Segmentation, Segmenter, check_frame, make_segmenter
 
 if TYPE_CHECKING:
     from ovman_core.observation import Observation
@@ -247,7 +247,14 @@ class MapBuilder:
         self._pending: list[Observation] = []
 
     def add(self, observation: Observation) -> None:
-        """Add one frame: segmented by ``self.segmenter`` and fused once ``batch_frames`` frames are waiting."""
+        """Add one frame: segmented by ``self.segmenter`` and fused once ``batch_frames`` frames are
+        waiting. A malformed frame (images that do not fit its intrinsics) is refused here, with its
+        index (FrameFormatError), not when its batch is segmented."""
+        rgb, depth = np.asarray(observation.rgb), observation.depth
+        try:
+            check_frame(rgb, None if depth is None else np.asarray(depth), observation.intrinsics)
+        except ValueError as err:
+            raise FrameFormatError(f"frame {len(self._frames) + len(self._pending)}: {err}") from None
         self._pending.append(observation)
         if len(self._pending) >= self.batch_frames:
             self._fuse_pending()

@@ -24,6 +24,14 @@ renormalised), its confidence the largest share of that distribution; segments b
 ``segmenter.min_confidence`` are dropped. A black frame, one without valid depth and an empty one
 give no segments (the network is not run).
 
+Camera size: the model reads frames of the size it was trained on (the manifest's
+``image_size``) and of whole multiples of it (a robot's 640x480 for a 320x240 model): such a frame
+is read at the model's resolution (input blocks k times larger) and its segments come in cells k
+times larger. Any other size is refused with a SegmenterError naming the manifest and the config
+key (mapping_node drops such frames with that warning and counts them). The field of view is not
+checked: a camera much narrower or wider than the training camera's shows objects at other
+apparent sizes than the network learned.
+
 The network runs in float32, or under ``torch.autocast`` in bfloat16 with
 ``segmenter.precision: bfloat16`` (faster on CPUs with native bfloat16; a few cells change class).
 :meth:`LearnedSegmenter.segment_batch` runs it once for several frames (``segmenter.batch_frames``
@@ -156,15 +164,15 @@ class LearnedSegmenter:
         """Load the network now (a second or so), not at the first frame."""
         self._network  # noqa: B018 - the cached property loads it
 
-    def _forward(self, frames: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """The (B, K + 2, h, w) output of the (rgb, depth) ``frames``, a view of the network's
-        channels-last memory (the classes of one cell are adjacent). A frame's output does not
-        depend on the others (tests/mapping/test_segmenter.py)."""
+    def _forward(self, frames: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> np.ndarray:
+        """The (B, K + 2, h, w) output of the (rgb, depth, scale) ``frames`` (see :meth:`_checked`),
+        a view of the network's channels-last memory (the classes of one cell are adjacent). A
+        frame's output does not depend on the others (tests/mapping/test_segmenter.py)."""
         import torch
 
         from ovman_mapping import segnet
 
-        x = np.stack([segnet.network_input(rgb, depth, self.input_stride) for rgb, depth in frames])
+        x = np.stack([segnet.network_input(rgb, depth, self.input_stride * k) for rgb, depth, k in frames])
         network = self._network
         if torch.get_num_threads() != self.config.threads:  # another library set its own: ours, always
             torch.set_num_threads(self.config.threads)
@@ -182,26 +190,31 @@ class LearnedSegmenter:
         """Each frame's segments, the same as :meth:`segment` gives it, with one network pass for
         all the frames that have something to see."""
         frames = [self._checked(o) for o in observations]
-        seen = [k for k, (rgb, depth) in enumerate(frames) if rgb.any() and np.any(np.isfinite(depth) & (depth > 0.0))]
-        out = [Segmentation.empty(depth.shape) for _, depth in frames]  # black, depthless or empty: nothing to see
+        seen = [k for k, (rgb, depth, _) in enumerate(frames) if rgb.any() and np.any(np.isfinite(depth) & (depth > 0))]
+        out = [Segmentation.empty(depth.shape) for _, depth, _ in frames]  # black, depthless or empty: nothing to see
         if seen:
             logits = self._forward([frames[k] for k in seen])
             for row, k in enumerate(seen):
                 out[k] = segments_from_logits(logits[row], self.vocabulary, self.config, frames[k][1].shape)
         return out
 
-    def _checked(self, observation: Observation) -> tuple[np.ndarray, np.ndarray]:
-        """(rgb, depth) of ``observation``; ValueError for a malformed frame, SegmenterError for
-        one of another size than the model's."""
+    def _checked(self, observation: Observation) -> tuple[np.ndarray, np.ndarray, int]:
+        """(rgb, depth, scale) of ``observation``, ``scale`` the camera's size over the model's: a
+        camera k times the model's image size in both directions (a robot's 640x480 for a 320x240
+        model) is read at the model's resolution, its input blocks k times larger, and its segments
+        come in cells k times larger. ValueError for a malformed frame, SegmenterError for a size
+        that is not such a multiple."""
         rgb, depth, intrinsics = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics
         check_frame(rgb, depth, intrinsics)
-        if (intrinsics.width, intrinsics.height) != self.image_size:
-            width, height = self.image_size
+        width, height = self.image_size
+        scale = intrinsics.width // width
+        if scale < 1 or (intrinsics.width, intrinsics.height) != (scale * width, scale * height):
             raise SegmenterError(
                 f"{self.directory / MANIFEST_FILE} (config {CONFIG_KEY}): the model was trained on {width}x{height} "
-                f"frames, the camera gives {intrinsics.width}x{intrinsics.height}"
+                f"frames, the camera gives {intrinsics.width}x{intrinsics.height} (it reads whole multiples of that "
+                f"size, e.g. {2 * width}x{2 * height}, at its own resolution)"
             )
-        return rgb, depth
+        return rgb, depth, scale
 
 
 @functools.lru_cache(maxsize=4)

@@ -37,7 +37,10 @@ Every order of calls gets a reply, never a dead node: start_visit while a finish
 finish of a visit that is not open, or a map with a non-finite or out-of-range instance
 (:func:`ovman_mapping.instances.map_problem`; such a map is never published) each get
 ``success`` false and a message. A camera frame whose camera_info is not a pinhole matrix, whose
-pose is not finite or whose images disagree with camera_info is dropped with a warning and counted.
+pose is not finite or whose images disagree with camera_info, or a camera the segmenter cannot
+read (the learned model reads its training size and whole multiples of it, e.g. 640x480 for
+320x240; :class:`ovman_mapping.learned_segmenter.LearnedSegmenter`), is dropped with a warning
+naming why and counted.
 
 Parameters: every key of ``ovman_core.config.node_parameters(config, "mapping_node")`` under its
 dotted name (e.g. ``encoder.kind``, ``node.start_visit``), read at start-up; the config file is
@@ -199,7 +202,7 @@ class MappingNode(GraphNode):
             else:
                 observation = observation_from_topics(complete.items, self.config.frames.map, self._step_ns)
             self._fuse(observation, complete.stamp_ns)
-        except (MapMessageError, FrameFormatError, VisitError) as err:
+        except (MapMessageError, FrameFormatError, VisitError, SegmenterError) as err:
             self._reject(str(err))
 
     def _on_camera_bundle(self, data: bytes) -> None:
@@ -211,7 +214,7 @@ class MappingNode(GraphNode):
             message = bundle_cdr.decode(data)
             stamp, observation = observation_from_camera_bundle(message, self.config.frames.map, self._step_ns)
             self._fuse(observation, stamp)
-        except (bundle_cdr.CdrError, MapMessageError, FrameFormatError, VisitError) as err:
+        except (bundle_cdr.CdrError, MapMessageError, FrameFormatError, VisitError, SegmenterError) as err:
             self._reject(f"{names.CAMERA_BUNDLE}: {err}")
 
     def _fuse(self, observation: Observation, stamp_ns: int) -> None:

@@ -134,12 +134,13 @@ class SimulatorSegmenter:
         return [self.segment(o) for o in observations]
 
 
-def check_frame(rgb: np.ndarray, depth: np.ndarray, intrinsics: Intrinsics) -> None:
-    """ValueError unless ``rgb`` is uint8 (H, W, 3) and ``depth`` (H, W) for ``intrinsics``' size."""
+def check_frame(rgb: np.ndarray, depth: np.ndarray | None, intrinsics: Intrinsics) -> None:
+    """ValueError unless ``rgb`` is uint8 (H, W, 3) and ``depth`` (H, W) for ``intrinsics``' size
+    (``None``: a frame without depth, which only the simulator's segmenter reads)."""
     shape = (intrinsics.height, intrinsics.width)
     if rgb.dtype != np.uint8 or rgb.shape != (*shape, 3):
         raise ValueError(f"rgb must be uint8 {(*shape, 3)} for the intrinsics, got {rgb.dtype} {rgb.shape}")
-    if depth.shape != shape:
+    if depth is not None and depth.shape != shape:
         raise ValueError(f"depth must have shape {shape} for the intrinsics, got {depth.shape}")
 
 

@@ -80,19 +80,21 @@ def output_stride(input_stride: int, decoder_stages: int) -> int:
 def network_input(rgb: np.ndarray, depth: np.ndarray, input_stride: int) -> np.ndarray:
     """(5, H / s, W / s) float32 input of one frame: RGB averaged over s×s blocks, depth and its
     validity sampled at the top-left pixel of each block (``s = input_stride``; H, W divisible).
-    The block sums are exact integers (uint16 holds up to 257 pixels of 255); the mean is their
-    product with 1 / (255 s²) in float32."""
+    The block sums are exact integers (uint16 up to 257 pixels of 255 a block, uint32 beyond, both
+    exact in float32 below 2^24); the mean is their product with 1 / (255 s²) in float32."""
     h, w = depth.shape
     s = input_stride
     if h % s or w % s:
         raise ValueError(f"image size {w}x{h} is not divisible by the input stride {s}")
-    if s * s > 257:
-        raise ValueError(f"input stride {s} is too large: a block's colour sum would overflow uint16")
+    if 255 * s * s >= 2**24:
+        raise ValueError(f"input stride {s} is too large: a block's colour sum would not be exact in float32")
     planes = rgb.transpose(2, 0, 1)
-    total = np.zeros((3, h // s, w // s), dtype=np.uint16)
+    total = np.zeros((3, h // s, w // s), dtype=np.uint16 if s * s <= 257 else np.uint32)
     for i in range(s):
         for j in range(s):
             total += planes[:, i::s, j::s]
+    if total.dtype != np.uint16:  # float32 times float32, as numpy multiplies uint16 by it
+        total = total.astype(np.float32)
     z = depth[::s, ::s]
     valid = np.isfinite(z) & (z > 0.0)
     out = np.empty((IN_CHANNELS, h // s, w // s), dtype=np.float32)
