@@ -18,6 +18,8 @@ try:
     import rclpy
     from ovman_ros.messages import floor_pose_msg
     from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Image
 
     from ovman_eval.graph.benchmark_node import LOAD_VISIT_SERVICE, BenchmarkNode, GraphCallError
     from ovman_interfaces.srv import LoadVisit
@@ -31,6 +33,7 @@ from ovman_core.config import load_config
 from ovman_core.world_state import AgentPose, ObjectState
 from ovman_eval.benchmark.navigation import Follow, NavigationPlan
 from ovman_eval.benchmark.tracking import LabelTracker
+from ovman_eval.graph.description import MAPPING_NODE, PLAYER_NODE, RUN_AGENT_NAMESPACE
 from ovman_mapping.segmenter import SimulatorSegmenter
 from ovman_nav.executor import NavTarget
 from ovman_sim.embedded import EmbeddedWorld
@@ -147,4 +150,32 @@ def test_benchmark_node_serves_its_parameters_and_refuses_changes(rclpy_context)
         assert not result.successful and "start a new run" in result.reason
     finally:
         probe.destroy_node()
+        node.destroy_node()
+
+
+def test_the_start_up_wait_names_the_frame_readers_still_missing_at_its_deadline(rclpy_context) -> None:
+    """benchmark_node waits at start-up until mapping_node and the external agent subscribe to the
+    player's frames; an agent that subscribes to nothing stops the run at the deadline with an error
+    naming it, and only it (mapping_node's subscription came during the wait)."""
+    node = BenchmarkNode(
+        CONFIG, context=rclpy_context, parameter_overrides=[Parameter(RUN_AGENT_NAMESPACE, value="lab_agent")]
+    )
+    player = rclpy.create_node(PLAYER_NODE, namespace=f"/{names.PLAYER_NAMESPACE}", context=rclpy_context)
+    mapper = rclpy.create_node(MAPPING_NODE, context=rclpy_context)
+    agent = rclpy.create_node("agent_mapper", namespace="/lab_agent", context=rclpy_context)
+    topic = f"/{names.PLAYER_NAMESPACE}/camera/color/image_raw"
+    player.create_publisher(Image, topic, 10)
+    late = threading.Timer(1.0, mapper.create_subscription, (Image, topic, lambda _: None, 10))
+    try:
+        start = time.monotonic()
+        late.start()
+        with pytest.raises(GraphCallError, match="by the external agent in /lab_agent: nothing within") as caught:
+            node.wait_for_frame_readers(start + 4.0)
+        assert time.monotonic() - start >= 4.0 and MAPPING_NODE not in str(caught.value)
+        agent.create_subscription(Image, topic, lambda _: None, 10)
+        node.wait_for_frame_readers(time.monotonic() + START_TIMEOUT_S)  # both seen: returns
+    finally:
+        late.cancel()
+        for other in (player, mapper, agent):
+            other.destroy_node()
         node.destroy_node()

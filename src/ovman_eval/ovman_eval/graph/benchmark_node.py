@@ -414,13 +414,15 @@ class BenchmarkNode(GraphNode):
 
     # ---------------------------------------------------------------- waiting on the graph
 
-    def spin_until(self, condition: Callable[[], Any], what: str, timeout_s: float) -> None:
-        """Spin this node until ``condition()`` holds; GraphCallError after ``timeout_s``. Groups being
-        prepared meanwhile go on (:meth:`prepare_groups`)."""
+    def spin_until(self, condition: Callable[[], Any], what: str | Callable[[], str], timeout_s: float) -> None:
+        """Spin this node until ``condition()`` holds; GraphCallError after ``timeout_s`` saying
+        ``what`` was awaited (a callable: asked at that moment). Groups being prepared meanwhile go
+        on (:meth:`prepare_groups`)."""
         deadline = time.monotonic() + timeout_s
         while not condition():
             if time.monotonic() > deadline:
-                raise GraphCallError(f"{what}: nothing within {timeout_s:.0f} s (benchmark_node.node timeouts)")
+                awaited = what() if callable(what) else what
+                raise GraphCallError(f"{awaited}: nothing within {timeout_s:.0f} s (benchmark_node.node timeouts)")
             self._executor.spin_once(timeout_sec=SPIN_PERIOD_S)
             self._check_preparation()
 
@@ -477,7 +479,10 @@ class BenchmarkNode(GraphNode):
 
         self.spin_until(
             lambda: not missing(),
-            f"a subscription to the player's frames ({names.PLAYER_NAMESPACE}/camera/...) by {', '.join(missing())}",
+            lambda: (
+                f"a subscription to the player's frames ({names.PLAYER_NAMESPACE}/camera/...) by "
+                + ", ".join(missing())
+            ),  # the readers still missing at the deadline
             max(deadline - time.monotonic(), 0.0),
         )
 
