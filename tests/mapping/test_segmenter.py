@@ -215,9 +215,10 @@ def test_non_finite_logits_and_unconfident_segments_give_nothing():
     assert len(segments_from_logits(flat, VOCABULARY, CONFIG, (3, 3)).segments) == 1
     strict = dataclasses.replace(CONFIG, min_confidence=0.5)
     assert segments_from_logits(flat, VOCABULARY, strict, (3, 3)).segments == ()
-    broken = flat.copy()
-    broken[1, 1, 1] = np.nan
-    assert segments_from_logits(broken, VOCABULARY, CONFIG, (3, 3)).segments == ()
+    for bad in (np.nan, np.inf, -np.inf):  # a non-finite logit anywhere: no segments
+        broken = flat.copy()
+        broken[1, 1, 1] = bad
+        assert segments_from_logits(broken, VOCABULARY, CONFIG, (3, 3)).segments == ()
 
 
 def test_a_random_model_segments_a_frame_and_black_depthless_frames_give_no_segments(tmp_path):

@@ -38,13 +38,14 @@ distributions and the best views.
 World frame: AI2-THOR's (metres, y up). Every frame's map state is kept (``InstanceMap.history``)
 for temporal-stability diagnostics.
 
-Why one module of about 600 lines: it is one algorithm, the per-frame association of segments to
+Why one module of about 700 lines: it is one algorithm, the per-frame association of segments to
 tracks and their fusion into instances (:class:`MapBuilder`), whose steps share the tracks' state.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -175,14 +176,18 @@ def _gaps(seg_lo: np.ndarray, seg_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray
 
 
 class _TrackRows:
-    """The working tracks' boxes and mean colours stacked, row k for ``MapBuilder._tracks[k]``
-    (kept in step while frames are fused, so the per-frame association does not restack hundreds
-    of small arrays). Boxes in metres (world frame); colours as :attr:`_Track.colour`."""
+    """The working tracks' boxes, mean colours and label pixel counts stacked, row k for
+    ``MapBuilder._tracks[k]`` (kept in step while frames are fused, so the per-frame association
+    does not restack hundreds of small arrays or dicts). Boxes in metres (world frame); colours as
+    :attr:`_Track.colour`; label counts in pixels, one column per label seen so far."""
 
     def __init__(self, colour_width: int) -> None:
         self._lo = np.empty((64, 3))
         self._hi = np.empty((64, 3))
         self._colour = np.empty((64, colour_width))
+        self._counts = np.zeros((64, 16))
+        self._norm = np.empty(64)
+        self._column: dict[str, int] = {}
         self._count = 0
 
     @property
@@ -197,12 +202,25 @@ class _TrackRows:
     def colour(self) -> np.ndarray:
         return self._colour[: self._count]
 
+    def label_cosines(self, label: str) -> np.ndarray:
+        """(T,) cosine of a segment carrying only ``label`` with each track's label distribution:
+        the track's pixels of that label over the norm of its counts. Bit for bit what
+        :func:`label_cosines` gives for such a segment: its row is one-hot (``p / sqrt(p²)`` is
+        exactly 1), so the product picks one entry, and a norm of whole pixel counts is exact in any
+        order (below 2^53)."""
+        column = self._column.get(label)
+        if column is None:
+            return np.zeros(self._count)
+        return self._counts[: self._count, column] / self._norm[: self._count]
+
     def append(self, track: _Track) -> None:
         if self._count == len(self._lo):
             grow = len(self._lo)
             self._lo = np.concatenate([self._lo, np.empty((grow, 3))])
             self._hi = np.concatenate([self._hi, np.empty((grow, 3))])
             self._colour = np.concatenate([self._colour, np.empty((grow, self._colour.shape[1]))])
+            self._counts = np.concatenate([self._counts, np.zeros((grow, self._counts.shape[1]))])
+            self._norm = np.concatenate([self._norm, np.empty(grow)])
         self._count += 1
         self.update(self._count - 1, track)
 
@@ -210,6 +228,14 @@ class _TrackRows:
         self._lo[row] = track.lo
         self._hi[row] = track.hi
         self._colour[row] = track.colour
+        self._counts[row] = 0.0
+        for name, pixels in track.labels.items():
+            if name not in self._column:
+                if len(self._column) == self._counts.shape[1]:
+                    self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)], axis=1)
+                self._column[name] = len(self._column)
+            self._counts[row, self._column[name]] = pixels
+        self._norm[row] = max(math.sqrt(sum(p * p for p in track.labels.values())), 1e-12)
 
 
 class MapBuilder:
@@ -312,12 +338,8 @@ class MapBuilder:
             seg_hi = np.array([s.points.max(axis=0) for s in segments])
             lo, hi = self._rows.lo, self._rows.hi
             gaps = _gaps(seg_lo, seg_hi, lo, hi)
-            similarity = self._similarity(
-                [{s.label: s.pixel_count} for s in segments],
-                np.array([s.colour for s in segments]),
-                [t.labels for t in self._tracks],
-                self._rows.colour,
-            )
+            cosines = np.array([self._rows.label_cosines(s.label) for s in segments])  # pixel_count >= 1
+            similarity = self._similarity(cosines, np.array([s.colour for s in segments]), self._rows.colour)
             candidate = (gaps <= p.merge_distance) & (similarity >= p.merge_feature_similarity)
             overlap = np.zeros_like(gaps)
             rows, cols = np.nonzero(candidate)
@@ -337,16 +359,11 @@ class MapBuilder:
                 self._tracks.append(self._new_track(segment, codes[i]))
                 self._rows.append(self._tracks[-1])
 
-    def _similarity(
-        self,
-        labels_a: list[dict[str, int]],
-        colours_a: np.ndarray,
-        labels_b: list[dict[str, int]],
-        colours_b: np.ndarray,
-    ) -> np.ndarray:
-        """(A, B) feature similarity in [0, 1]: label cosine mixed with the colour Bhattacharyya coefficient."""
+    def _similarity(self, cosines: np.ndarray, colours_a: np.ndarray, colours_b: np.ndarray) -> np.ndarray:
+        """(A, B) feature similarity in [0, 1]: the (A, B) label ``cosines`` mixed with the colour
+        Bhattacharyya coefficient."""
         w = self.params.colour_weight
-        return (1.0 - w) * label_cosines(labels_a, labels_b) + w * bhattacharyya(colours_a, colours_b)
+        return (1.0 - w) * cosines + w * bhattacharyya(colours_a, colours_b)
 
     def _new_track(self, segment: SegmentObservation, codes: set[int]) -> _Track:
         uid = f"w{self._next_uid}"
@@ -433,7 +450,7 @@ class MapBuilder:
             hi = np.array([t.hi for t in tracks])
             labels = [t.labels for t in tracks]
             colours = np.array([t.colour for t in tracks])
-            similarity = self._similarity(labels, colours, labels, colours)
+            similarity = self._similarity(label_cosines(labels, labels), colours, colours)
             gaps = _gaps(lo, hi, lo, hi)
             candidate = (gaps <= p.merge_distance) & (similarity >= p.merge_feature_similarity)
             np.fill_diagonal(candidate, False)
@@ -519,9 +536,9 @@ class MapBuilder:
             ]
             if not candidates:
                 continue
-            similarity = self._similarity(
-                [a.labels], a.colour[None], [b.labels for b in candidates], np.array([b.colour for b in candidates])
-            )[0]
+            labels = [b.labels for b in candidates]
+            colours = np.array([b.colour for b in candidates])
+            similarity = self._similarity(label_cosines([a.labels], labels), a.colour[None], colours)[0]
             ok = [b for b, s in zip(candidates, similarity, strict=True) if s >= p.merge_feature_similarity]
             if ok:
                 b = min(ok, key=lambda t: (t.first_step, t.uid))

@@ -342,7 +342,7 @@ def segments_from_logits(
     """
     channels, h, w = logits.shape
     per_cell = logits.transpose(1, 2, 0).reshape(h * w, channels)  # a view when channels-last
-    if not np.isfinite(per_cell).all():
+    if not (np.isfinite(per_cell.min()) and np.isfinite(per_cell.max())):  # NaN propagates to both
         return Segmentation.empty(image_shape)
     best = per_cell[:, :-1].argmax(axis=1).reshape(h, w)
     objects = best > 0
