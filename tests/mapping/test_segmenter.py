@@ -269,6 +269,11 @@ def test_a_model_for_another_vocabulary_or_camera_is_refused(tmp_path):
     small = observation(np.ones((12, 16, 3), np.uint8), np.ones((12, 16), np.float32))
     with pytest.raises(SegmenterError, match="the camera gives 16x12"):
         segmenter.segment(small)
+    # A whole multiple whose input blocks would exceed 256 pixels (129 x 2): refused, not a crash.
+    tiny = learned(write_model(tmp_path / "tiny", image_size=(2, 2)))
+    huge = observation(np.ones((258, 258, 3), np.uint8), np.ones((258, 258), np.float32))
+    with pytest.raises(SegmenterError, match=r"the camera gives 258x258 .*up to 128 times"):
+        tiny.segment(huge)
 
 
 def test_a_camera_a_whole_multiple_of_the_models_size_is_read_at_the_models_resolution():

@@ -203,16 +203,20 @@ class LearnedSegmenter:
         camera k times the model's image size in both directions (a robot's 640x480 for a 320x240
         model) is read at the model's resolution, its input blocks k times larger, and its segments
         come in cells k times larger. ValueError for a malformed frame, SegmenterError for a size
-        that is not such a multiple."""
+        that is not such a multiple or whose input blocks would exceed ``segnet.MAX_INPUT_STRIDE``."""
+        from ovman_mapping.segnet import MAX_INPUT_STRIDE
+
         rgb, depth, intrinsics = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics
         check_frame(rgb, depth, intrinsics)
         width, height = self.image_size
         scale = intrinsics.width // width
-        if scale < 1 or (intrinsics.width, intrinsics.height) != (scale * width, scale * height):
+        fits = scale >= 1 and self.input_stride * scale <= MAX_INPUT_STRIDE
+        if not fits or (intrinsics.width, intrinsics.height) != (scale * width, scale * height):
             raise SegmenterError(
                 f"{self.directory / MANIFEST_FILE} (config {CONFIG_KEY}): the model was trained on {width}x{height} "
                 f"frames, the camera gives {intrinsics.width}x{intrinsics.height} (it reads whole multiples of that "
-                f"size, e.g. {2 * width}x{2 * height}, at its own resolution)"
+                f"size up to {MAX_INPUT_STRIDE // self.input_stride} times, e.g. {2 * width}x{2 * height}, at its own "
+                "resolution)"
             )
         return rgb, depth, scale
 

@@ -24,6 +24,9 @@ from torch.nn import functional
 
 DEPTH_SCALE = 4.0
 """(m) Depth is fed to the network divided by this."""
+MAX_INPUT_STRIDE = 256
+"""The largest block edge (pixels) :func:`network_input` averages: a block's colour sum, at most
+255 s², must stay exact in float32 (below 2^24)."""
 IN_CHANNELS = 5
 
 
@@ -86,7 +89,7 @@ def network_input(rgb: np.ndarray, depth: np.ndarray, input_stride: int) -> np.n
     s = input_stride
     if h % s or w % s:
         raise ValueError(f"image size {w}x{h} is not divisible by the input stride {s}")
-    if 255 * s * s >= 2**24:
+    if s > MAX_INPUT_STRIDE:
         raise ValueError(f"input stride {s} is too large: a block's colour sum would not be exact in float32")
     planes = rgb.transpose(2, 0, 1)
     total = np.zeros((3, h // s, w // s), dtype=np.uint16 if s * s <= 257 else np.uint32)
