@@ -453,3 +453,49 @@ def test_the_learned_segmenter_gives_a_frame_the_same_segments_alone_and_in_a_ba
     inference = segnet.fold_batch_norm(segnet.SegNet(3, (8, 8, 8), 2, 2))
     convolutions = [m for m in inference.modules() if isinstance(m, torch.nn.Conv2d)]
     assert len(convolutions) == 10 and all(isinstance(m, segnet.OneDnnConv2d) for m in convolutions)
+
+
+def test_the_inference_network_folds_each_upsampling_into_a_transposed_convolution():
+    """segnet.UpConv: a decoder step's 3x3 convolution of [upsampled coarse, skip] runs as one of
+    the skip plus a stride-2 transposed convolution of the coarse features, with the training
+    network's logits to float rounding; where the skip is not twice the coarse size (odd sizes),
+    the concatenation is convolved as in training."""
+    import torch
+    from torch.nn import functional
+
+    from ovman_mapping import segnet
+
+    # The kernel: a 3x3 convolution of the 2x nearest upsampling, exactly in float64.
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(4, 3, 3, 3, generator=generator, dtype=torch.float64)
+    coarse = torch.randn(2, 3, 5, 7, generator=generator, dtype=torch.float64)
+    expected = functional.conv2d(functional.interpolate(coarse, scale_factor=2.0), weight, padding=1)
+    got = functional.conv_transpose2d(coarse, segnet.upsampled_kernel(weight), stride=2, padding=1)
+    assert got.shape == expected.shape == (2, 4, 10, 14)
+    assert torch.allclose(got, expected, rtol=0, atol=1e-12)
+
+    torch.manual_seed(0)
+    model = segnet.SegNet(5, (8, 16, 16), 3, 2)
+    for module in model.modules():  # batch norm statistics that folding must carry
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    model.eval()
+    inference = segnet.fold_batch_norm(model)
+    steps = [inference.dec2, inference.dec1, inference.dec0]
+    assert all(isinstance(step, segnet.UpConv) for step in steps)
+    # 48x64: every skip twice its coarse input (the transposed path); 30x44: the 1/8 and 1/4
+    # steps (4x6 -> 8x11, 8x11 -> 15x22) are not, the last (15x22 -> 30x44) is.
+    for shape in ((2, 5, 48, 64), (1, 5, 30, 44)):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+        with torch.inference_mode():
+            reference = model(x)
+            assert torch.allclose(inference(x), reference, rtol=0, atol=1e-4)
+    # The transposed path does not read the concatenation's weights: spoiling them changes only
+    # the steps that take the concatenation path.
+    with torch.inference_mode():
+        before = {shape: inference(torch.ones(shape)) for shape in ((1, 5, 48, 64), (1, 5, 30, 44))}
+        for step in steps:
+            step.conv.weight.zero_()
+        assert torch.equal(inference(torch.ones(1, 5, 48, 64)), before[(1, 5, 48, 64)])
+        assert not torch.allclose(inference(torch.ones(1, 5, 30, 44)), before[(1, 5, 30, 44)])
