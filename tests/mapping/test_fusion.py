@@ -1,6 +1,7 @@
 """Per-visit fusion of segments into 3D instances, by geometry and features only."""
 
 import dataclasses
+import pickle
 from collections.abc import Mapping
 
 import numpy as np
@@ -10,6 +11,7 @@ from ovman_core.config import load_config
 from ovman_core.world_state import AgentPose
 from ovman_mapping.backprojection import FrameFormatError
 from ovman_mapping.fusion import MapBuilder, build_map
+from ovman_mapping.instances import Positions
 from ovman_mapping.segmenter import SimulatorSegmenter, with_segmenter
 
 from .scenes import OneHotEncoder, look_around, on_floor, render, tour
@@ -154,6 +156,27 @@ def test_history_keeps_every_frame_and_its_working_ids_resolve_to_final_instance
         assert snapshot.seen <= set(snapshot.positions)
         assert set(snapshot.positions) - (set(before.positions) if before else set()) <= snapshot.seen
     assert any(snapshot.seen for snapshot in instance_map.history)
+
+
+def test_a_snapshots_positions_are_a_mapping_of_its_own_uids_however_the_visit_goes_on():
+    """Positions: the first len(centres) uids of a list the visit's snapshots share; uids the visit
+    adds later are not in an earlier snapshot, and the mapping compares, copies and pickles as
+    the dict it stands for."""
+    uids = ["w0", "w1"]
+    centres = np.array([[0.5, 1.0, -2.0], [3.0, 0.25, 4.0]])
+    first = Positions(uids, centres[:1])
+    uids.append("w2")
+    both = Positions(uids, centres)
+    assert list(first) == ["w0"] and len(first) == 1 and "w1" not in first
+    assert dict(both) == {"w0": (0.5, 1.0, -2.0), "w1": (3.0, 0.25, 4.0)} == both
+    assert all(type(v) is float for v in both["w1"])
+    assert pickle.loads(pickle.dumps(both)) == both and list(pickle.loads(pickle.dumps(first))) == ["w0"]
+    with pytest.raises(KeyError):
+        first["w1"]
+    with pytest.raises(ValueError, match="3 uids for centres of shape"):
+        Positions(uids, np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="centres of shape"):
+        Positions(uids, np.zeros((2, 2)))
 
 
 def test_a_room_of_many_objects_gives_one_instance_each_beyond_the_first_row_blocks():

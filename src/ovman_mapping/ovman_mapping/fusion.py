@@ -63,6 +63,7 @@ from ovman_mapping.instances import (
     Instance,
     InstanceMap,
     MapSnapshot,
+    Positions,
     Sighting,
     SightingSpan,
     box_of,
@@ -265,6 +266,7 @@ class MapBuilder:
         self._frames: list[_Frame] = []
         self._tracks: list[_Track] = []
         self._rows = _TrackRows(config.encoder.colour_bins**2)
+        self._uids: list[str] = []  # the tracks' uids, row by row (append-only: snapshots share it)
         self._history: list[MapSnapshot] = []
         self._next_uid = 0
         if batch_frames < 1:
@@ -322,14 +324,14 @@ class MapBuilder:
             step=frame.step,
             cell=segmentation.cell,
         )
-        if segments:
-            self._assign(segments)
-        centres = ((self._rows.lo + self._rows.hi) / 2.0).tolist()
-        positions = {t.uid: (c[0], c[1], c[2]) for t, c in zip(self._tracks, centres, strict=True)}
-        seen = frozenset(t.uid for t in self._tracks if index in t.frames)
+        touched = self._assign(segments) if segments else []
+        positions = Positions(self._uids, (self._rows.lo + self._rows.hi) / 2.0)
+        seen = frozenset(self._uids[row] for row in touched)
         self._history.append(MapSnapshot(index, frame.step, positions, seen))
 
-    def _assign(self, segments: list[SegmentObservation]) -> None:
+    def _assign(self, segments: list[SegmentObservation]) -> list[int]:
+        """Fuse ``segments`` (one frame's) into the tracks; returns the rows of the tracks they
+        extended or started."""
         p = self.params
         codes = [occupancy_codes(s.points, p.overlap_voxel_size) for s in segments]
         matched: dict[int, int] = {}  # segment -> track row
@@ -351,13 +353,18 @@ class MapBuilder:
             cost = np.where(feasible, (1.0 - similarity) + (1.0 - overlap) + gaps / p.merge_distance, INFEASIBLE)
             rows, cols = linear_sum_assignment(cost)
             matched = {int(r): int(c) for r, c in zip(rows, cols, strict=True) if feasible[r, c]}
+        touched = []
         for i, segment in enumerate(segments):
             if i in matched:
                 self._extend(self._tracks[matched[i]], segment, codes[i])
                 self._rows.update(matched[i], self._tracks[matched[i]])
+                touched.append(matched[i])
             else:
                 self._tracks.append(self._new_track(segment, codes[i]))
                 self._rows.append(self._tracks[-1])
+                self._uids.append(self._tracks[-1].uid)
+                touched.append(len(self._tracks) - 1)
+        return touched
 
     def _similarity(self, cosines: np.ndarray, colours_a: np.ndarray, colours_b: np.ndarray) -> np.ndarray:
         """(A, B) feature similarity in [0, 1]: the (A, B) label ``cosines`` mixed with the colour
