@@ -154,6 +154,85 @@ def test_fragments_are_the_4_connected_cells_of_one_class_numbered_class_by_clas
         ]
 
 
+def reference_fragments(best, seeds, objects, min_cells):
+    """A plain, slow statement of cell_fragments: per-class scipy labelling, the greedy merge of
+    small fragments over a table of border lengths, one step of growth."""
+    import collections
+
+    from scipy import ndimage
+
+    h, w = best.shape
+    ids, count = np.zeros((h, w), dtype=np.int64), 0
+    for c in sorted(set(best[seeds].tolist())):
+        labelled, n = ndimage.label(seeds & (best == c))
+        ids[labelled > 0] = labelled[labelled > 0] + count
+        count += n
+    if count == 0:
+        return np.zeros(h * w, dtype=np.int64), 0
+    border = collections.Counter()
+    rows = zip(ids[:, :-1].ravel(), ids[:, 1:].ravel(), strict=True)
+    for a, b in [*rows, *zip(ids[:-1].ravel(), ids[1:].ravel(), strict=True)]:
+        if a != b and a > 0 and b > 0:
+            border[frozenset((int(a), int(b)))] += 1
+    size = np.bincount(ids.ravel(), minlength=count + 1)
+    group, total = list(range(count + 1)), size.tolist()
+
+    def root(k):
+        while group[k] != k:
+            k = group[k]
+        return k
+
+    for k in sorted((k for k in range(1, count + 1) if size[k] < min_cells), key=lambda k: (size[k], k)):
+        mine = root(k)
+        if total[mine] >= min_cells:
+            continue
+        shared = collections.Counter()
+        for pair, length in border.items():
+            if k in pair and root(next(iter(pair - {k}))) != mine:
+                shared[root(next(iter(pair - {k})))] += length
+        if shared:
+            into = min(shared, key=lambda r: (-shared[r], r))
+            group[mine] = into
+            total[into] += total[mine]
+    number = {r: n for n, r in enumerate(sorted({root(k) for k in range(count + 1)}))}
+    merged = np.vectorize(lambda v: number[root(int(v))])(ids)
+    padded = np.pad(merged, 1)
+    around = np.max([padded[:-2, 1:-1], padded[2:, 1:-1], padded[1:-1, :-2], padded[1:-1, 2:]], axis=0)
+    return np.where(merged > 0, merged, np.where(objects, around, 0)).ravel(), len(number) - 1
+
+
+def test_cell_fragments_equal_a_plain_statement_of_the_rule_on_random_class_maps():
+    """ovman_mapping.cell_fragments (numba) against reference_fragments on blobby random class
+    maps with boundary cells taken out of the seeds, for several merge sizes; and the cell classes
+    are numpy's argmax (the first of equal maxima), refused when any logit is not finite."""
+    from ovman_mapping.cell_fragments import cell_classes, cell_fragments
+
+    rng = np.random.default_rng(7)
+    merged_any = 0
+    for trial in range(120):
+        h, w = (int(x) for x in rng.integers(1, 6, 2) * 3)
+        coarse = rng.integers(0, 5, (h // 3 + 1, w // 3 + 1))
+        best = np.kron(coarse, np.ones((3, 3), dtype=np.int64))[:h, :w]
+        noise = rng.random((h, w)) < 0.2
+        best = np.where(noise, rng.integers(0, 5, (h, w)), best)
+        objects = best > 0
+        seeds = objects & (rng.random((h, w)) > 0.1)
+        min_cells = int(rng.choice([0, 1, 3, 6, 12]))
+        cells, count = cell_fragments(best, seeds, objects, min_cells)
+        expected, expected_count = reference_fragments(best, seeds, objects, min_cells)
+        assert count == expected_count and np.array_equal(cells, expected), trial
+        merged_any += count < len(np.unique(reference_fragments(best, seeds, objects, 0)[0])) - 1
+    assert merged_any > 20
+    logits = rng.integers(-3, 3, (200, 9)).astype(np.float32)  # many ties
+    best, finite = cell_classes(logits, logits.view(np.uint32))
+    assert finite and np.array_equal(best, logits[:, :-1].argmax(axis=1))
+    for bad in (np.nan, np.inf, -np.inf):
+        for column in (0, 8):
+            spoiled = logits.copy()
+            spoiled[17, column] = bad
+            assert not cell_classes(spoiled, spoiled.view(np.uint32))[1]
+
+
 def test_the_network_input_is_the_block_mean_colour_and_the_sampled_depth():
     from ovman_mapping.segnet import DEPTH_SCALE, network_input
 

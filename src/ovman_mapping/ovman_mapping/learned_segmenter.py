@@ -22,7 +22,8 @@ segmentation's ``cell`` is the output stride: back-projection samples each cell 
 label distribution is the mean class probability over its cells (background excluded,
 renormalised), its confidence the largest share of that distribution; segments below
 ``segmenter.min_confidence`` are dropped. A black frame, one without valid depth and an empty one
-give no segments (the network is not run).
+give no segments (the network is not run). The integer steps (classes, fragments, merging,
+growing) run compiled in :mod:`ovman_mapping.cell_fragments`.
 
 Camera size: the model reads frames of the size it was trained on (the manifest's
 ``image_size``) and of whole multiples of it (a robot's 640x480 for a 320x240 model): such a frame
@@ -50,9 +51,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import ndimage
 
 from ovman_core.config import SegmenterConfig
+from ovman_mapping.cell_fragments import cell_classes, cell_fragments, compile_cell_kernels
 from ovman_mapping.segmenter import Segment, Segmentation, SegmenterError, check_frame
 
 if TYPE_CHECKING:
@@ -65,8 +66,6 @@ MANIFEST_FILE = "segmenter.json"
 PACKAGED_MODEL = Path(__file__).with_name("models") / "segmenter"
 """The default model, trained by ``ovman train-perception`` and shipped with the package."""
 CONFIG_KEY = "mapping_node.segmenter.model"
-
-_FOUR = ndimage.generate_binary_structure(2, 1)
 
 
 def model_directory(config: SegmenterConfig) -> Path:
@@ -161,8 +160,10 @@ class LearnedSegmenter:
         )
 
     def warm_up(self) -> None:
-        """Load the network now (a second or so), not at the first frame."""
+        """Load the network now (a second or so) and compile the cell kernels (numba: a few seconds
+        in a fresh checkout, cached afterwards), not at the first frame."""
         self._network  # noqa: B018 - the cached property loads it
+        compile_cell_kernels()
 
     def _forward(self, frames: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> np.ndarray:
         """The (B, K + 2, h, w) output of the (rgb, depth, scale) ``frames`` (see :meth:`_checked`),
@@ -249,118 +250,34 @@ def _load_network(
     return segnet.fold_batch_norm(model).to(memory_format=torch.channels_last)
 
 
-def _class_fragments(best: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, int]:
-    """(int64 (h, w) fragment ids, 0 = none; count): the 4-connected components of the ``seeds``
-    cells of each class of ``best``, numbered class by class (ascending), and within a class in
-    raster order of their first cell.
-
-    One labelling pass over a grid of twice the resolution: cell (i, j) sits at (2i, 2j), and the
-    pixel between two 4-neighbour cells is set only when both are seeds of one class.
-    """
-    h, w = best.shape
-    grid = np.zeros((2 * h - 1, 2 * w - 1), dtype=bool)
-    grid[::2, ::2] = seeds
-    grid[::2, 1::2] = seeds[:, :-1] & seeds[:, 1:] & (best[:, :-1] == best[:, 1:])
-    grid[1::2, ::2] = seeds[:-1] & seeds[1:] & (best[:-1] == best[1:])
-    labelled, count = ndimage.label(grid, structure=_FOUR)
-    cells = labelled[::2, ::2]  # every component's first pixel in raster order is a cell
-    if count == 0:
-        return np.zeros(best.shape, dtype=np.int64), 0
-    component_class = np.zeros(count + 1, dtype=best.dtype)
-    component_class[cells.ravel()] = best.ravel()  # the cells of a component share one class
-    # Components are numbered by first cell already: a stable sort by class numbers them class by class.
-    order = np.argsort(component_class[1:], kind="stable")
-    renumber = np.zeros(count + 1, dtype=np.int64)
-    renumber[order + 1] = np.arange(1, count + 1)
-    return renumber[cells], count
-
-
-def _grow(ids: np.ndarray) -> np.ndarray:
-    """The largest id among each cell and its 4 neighbours (a grey dilation by the 4-neighbour
-    cross; cells beyond the border do not count)."""
-    out = ids.copy()
-    np.maximum(out[1:], ids[:-1], out=out[1:])
-    np.maximum(out[:-1], ids[1:], out=out[:-1])
-    np.maximum(out[:, 1:], ids[:, :-1], out=out[:, 1:])
-    np.maximum(out[:, :-1], ids[:, 1:], out=out[:, :-1])
-    return out
-
-
-def _merge_small_fragments(fragments: np.ndarray, count: int, min_cells: int) -> tuple[np.ndarray, int]:
-    """``fragments`` with every fragment of fewer than ``min_cells`` cells joined to the fragment
-    (group) it shares the longest 4-neighbour border with, smallest first (ties: the lower id);
-    renumbered 1..count."""
-    size = np.bincount(fragments.ravel(), minlength=count + 1)
-    small = [int(k) for k in np.argsort(size[1:], kind="stable") + 1 if size[k] < min_cells]
-    if not small:
-        return fragments, count
-    a = np.concatenate([fragments[:, :-1].ravel(), fragments[:-1, :].ravel()])
-    b = np.concatenate([fragments[:, 1:].ravel(), fragments[1:, :].ravel()])
-    is_small = np.zeros(count + 1, dtype=bool)
-    is_small[small] = True
-    # Only a small fragment's borders are ever read.
-    touching = (a != b) & (a > 0) & (b > 0) & (is_small[a] | is_small[b])
-    keys = np.minimum(a, b)[touching] * (count + 1) + np.maximum(a, b)[touching]
-    pairs, lengths = np.unique(keys, return_counts=True)
-    border: dict[int, dict[int, int]] = {}
-    for key, length in zip(pairs.tolist(), lengths.tolist(), strict=True):
-        i, j = divmod(key, count + 1)
-        border.setdefault(i, {})[j] = length
-        border.setdefault(j, {})[i] = length
-    parent = list(range(count + 1))
-
-    def root(k: int) -> int:
-        while parent[k] != k:
-            parent[k] = parent[parent[k]]
-            k = parent[k]
-        return k
-
-    total = size.tolist()
-    for k in small:
-        mine = root(k)
-        if total[mine] >= min_cells:  # grown by fragments merged into it
-            continue
-        shared: dict[int, int] = {}
-        for j, length in border.get(k, {}).items():
-            other = root(j)
-            if other != mine:
-                shared[other] = shared.get(other, 0) + length
-        if shared:
-            into = min(shared, key=lambda r: (-shared[r], r))
-            parent[mine] = into
-            total[into] += total[mine]
-    roots = np.array([root(k) for k in range(count + 1)])
-    kept, renumbered = np.unique(roots, return_inverse=True)  # roots[0] == 0 sorts first
-    return renumbered[fragments], len(kept) - 1
-
-
 def segments_from_logits(
     logits: np.ndarray, vocabulary: Sequence[str], config: SegmenterConfig, image_shape: tuple[int, int]
 ) -> Segmentation:
     """The segments of one frame from the network's (K + 2, h, w) float32 output (see the module
     docstring); ``image_shape`` (H, W) the camera image, a multiple of (h, w).
 
-    Class probabilities (a softmax over the K + 1 class logits, float64) are computed only for the
-    cells of a segment: a cell's class is the argmax of its logits, the same as of its softmax.
-    A (K + 2, h, w) view of channels-last memory (the network's) is read without a copy.
+    The cells' classes and fragments are integer work, compiled
+    (:mod:`ovman_mapping.cell_fragments`). Class probabilities (a softmax over the K + 1 class
+    logits, float64) are computed only for the cells of a segment: a cell's class is the argmax of
+    its logits, the same as of its softmax. A (K + 2, h, w) view of channels-last memory (the
+    network's) is read without a copy.
     """
     channels, h, w = logits.shape
-    per_cell = logits.transpose(1, 2, 0).reshape(h * w, channels)  # a view when channels-last
-    if not (np.isfinite(per_cell.min()) and np.isfinite(per_cell.max())):  # NaN propagates to both
+    # A view of channels-last float32 memory (the network's); anything else is copied.
+    per_cell = logits.transpose(1, 2, 0).reshape(h * w, channels).astype(np.float32, copy=False)
+    best, finite = cell_classes(per_cell, per_cell.view(np.uint32))
+    if not finite:
         return Segmentation.empty(image_shape)
-    best = per_cell[:, :-1].argmax(axis=1).reshape(h, w)
+    best = best.reshape(h, w)
     objects = best > 0
     if config.boundary_threshold < 1.0:
         boundary = 1.0 / (1.0 + np.exp(-per_cell[:, -1].astype(np.float64))) > config.boundary_threshold
         seeds = objects & ~boundary.reshape(h, w)
     else:  # no probability exceeds 1
         seeds = objects
-    fragments, count = _class_fragments(best, seeds)
+    cells, count = cell_fragments(best, seeds, objects, config.merge_cells)
     if count == 0:
         return Segmentation.empty(image_shape)
-    fragments, count = _merge_small_fragments(fragments, count, config.merge_cells)
-    grown = _grow(fragments)
-    cells = np.where(fragments > 0, fragments, np.where(objects, grown, 0)).ravel()
     inside = np.flatnonzero(cells)
     order = inside[np.argsort(cells[inside], kind="stable")]  # segment by segment, raster order within
     z = per_cell[order, :-1].astype(np.float64)
