@@ -11,6 +11,7 @@ from ovman_core.world_state import AgentPose
 from ovman_mapping.backprojection import (
     FrameFormatError,
     camera_points,
+    hue_saturation_cells,
     nearest_largest_depth_parts,
     remove_outliers,
     segment_frame,
@@ -177,6 +178,31 @@ def test_statistical_outlier_removal_drops_an_isolated_point():
     cleaned = remove_outliers(cloud, 8, 2.0)
     assert len(cleaned) == len(grid)
     assert remove_outliers(cloud[:5], 8, 2.0).shape == (5, 3)  # too few points to judge: unchanged
+
+
+def test_the_colour_cell_table_is_pils_hsv_conversion_for_every_colour_it_is_asked_for():
+    """hue_saturation_cells: the histogram cells by table lookup are those of converting the
+    colours through PIL directly: random colours, greys, the primaries and the extremes, for 8
+    bins (uint8 cells) and 17 (uint16)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    colours = np.vstack(
+        [
+            rng.integers(0, 256, (200_000, 3)),
+            np.repeat(np.arange(256)[:, None], 3, axis=1),
+            np.array(np.meshgrid([0, 1, 127, 128, 254, 255], [0, 1, 127, 128, 254, 255], [0, 1, 127, 128, 254, 255]))
+            .reshape(3, -1)
+            .T,
+        ]
+    ).astype(np.uint8)
+    hsv = np.asarray(Image.fromarray(colours[None]).convert("HSV"))[0].astype(np.int64)
+    index = (colours[:, 0].astype(np.int64) << 16) | (colours[:, 1].astype(np.int64) << 8) | colours[:, 2]
+    for bins in (8, 17):
+        table = hue_saturation_cells(bins)
+        assert table.shape == (1 << 24,) and table.dtype == (np.uint8 if bins <= 16 else np.uint16)
+        expected = ((hsv[:, 0] * bins) >> 8) * bins + ((hsv[:, 1] * bins) >> 8)
+        assert np.array_equal(table[index], expected)
 
 
 def test_a_segment_keeps_its_largest_depth_part_and_drops_the_background_it_spilled_over():

@@ -15,6 +15,7 @@ their frame.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 
 import numpy as np
@@ -57,9 +58,19 @@ class SegmentObservation:
         c = self.points.mean(axis=0)
         return (float(c[0]), float(c[1]), float(c[2]))
 
+    @functools.cached_property
+    def lo(self) -> np.ndarray:
+        """float64 (3,): the smallest coordinate of the points on each axis (world, metres)."""
+        return self.points.min(axis=0)
+
+    @functools.cached_property
+    def hi(self) -> np.ndarray:
+        """float64 (3,): the largest coordinate of the points on each axis (world, metres)."""
+        return self.points.max(axis=0)
+
     @property
     def box(self) -> Box3:
-        lo, hi = self.points.min(axis=0), self.points.max(axis=0)
+        lo, hi = self.lo, self.hi
         return Box3((float(lo[0]), float(lo[1]), float(lo[2])), (float(hi[0]), float(hi[1]), float(hi[2])))
 
 
@@ -108,7 +119,8 @@ def remove_outliers(points: np.ndarray, neighbours: int, std_ratio: float) -> np
     """
     if len(points) <= neighbours:
         return points
-    distances, _ = cKDTree(points).query(points, k=neighbours + 1)
+    # An unbalanced tree (split at the midpoint) builds faster and gives the same distances.
+    distances, _ = cKDTree(points, balanced_tree=False).query(points, k=neighbours + 1)
     mean_distance = distances[:, 1:].mean(axis=1)
     limit = mean_distance.mean() + std_ratio * mean_distance.std()
     return points[mean_distance <= limit]
@@ -263,8 +275,28 @@ def _segment_sizes(seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _segment_histograms(rgb_samples: np.ndarray, owner: np.ndarray, segments: int, bins: int) -> np.ndarray:
     """(segments, bins²) L1-normalised hue × saturation histograms of uint8 RGB samples (N, 3)
-    owned by segment ``owner`` (N,)."""
-    hsv = np.asarray(Image.fromarray(np.ascontiguousarray(rgb_samples, dtype=np.uint8)[None]).convert("HSV"))[0]
-    cell = ((hsv[:, 0].astype(np.int64) * bins) >> 8) * bins + ((hsv[:, 1].astype(np.int64) * bins) >> 8)
+    owned by segment ``owner`` (N,); hue and saturation as PIL's HSV conversion gives them."""
+    rgb = rgb_samples.astype(np.int64)
+    cell = hue_saturation_cells(bins)[(rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]]
     counts = np.bincount(owner * bins * bins + cell, minlength=segments * bins * bins).reshape(segments, bins * bins)
     return counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+
+
+@functools.lru_cache(maxsize=2)
+def hue_saturation_cells(bins: int) -> np.ndarray:
+    """(2^24,) the hue × saturation cell, ``(h * bins >> 8) * bins + (s * bins >> 8)``, of every
+    24-bit colour (index ``r << 16 | g << 8 | b``), h and s (0-255) from PIL's HSV conversion.
+
+    Built once per process (0.4 s: PIL converts all the colours, a million at a time), 16 MB for
+    ``bins`` up to 16: a frame's histograms are then a table lookup instead of a conversion through
+    PIL (0.11 ms a frame), with the same cells by construction.
+    """
+    table = np.empty(1 << 24, dtype=np.uint8 if bins <= 16 else np.uint16)
+    low = np.arange(1 << 20, dtype=np.int64)
+    chunk = np.empty((1 << 20, 3), dtype=np.uint8)
+    chunk[:, 1], chunk[:, 2] = (low >> 8) & 255, low & 255
+    for k in range(16):
+        chunk[:, 0] = (k << 4) | (low >> 16)
+        hsv = np.asarray(Image.fromarray(chunk.reshape(1024, 1024, 3)).convert("HSV")).reshape(-1, 3).astype(np.int64)
+        table[k << 20 : (k + 1) << 20] = ((hsv[:, 0] * bins) >> 8) * bins + ((hsv[:, 1] * bins) >> 8)
+    return table

@@ -336,8 +336,8 @@ class MapBuilder:
         codes = [occupancy_codes(s.points, p.overlap_voxel_size) for s in segments]
         matched: dict[int, int] = {}  # segment -> track row
         if self._tracks:
-            seg_lo = np.array([s.points.min(axis=0) for s in segments])
-            seg_hi = np.array([s.points.max(axis=0) for s in segments])
+            seg_lo = np.array([s.lo for s in segments])
+            seg_hi = np.array([s.hi for s in segments])
             lo, hi = self._rows.lo, self._rows.hi
             gaps = _gaps(seg_lo, seg_hi, lo, hi)
             cosines = np.array([self._rows.label_cosines(s.label) for s in segments])  # pixel_count >= 1
@@ -381,8 +381,8 @@ class MapBuilder:
             labels={segment.label: segment.pixel_count},
             colour_sum=segment.colour * segment.pixel_count,
             pixels=segment.pixel_count,
-            lo=segment.points.min(axis=0),
-            hi=segment.points.max(axis=0),
+            lo=segment.lo,
+            hi=segment.hi,
             codes=codes,
             frames={segment.frame_index},
         )
@@ -394,8 +394,8 @@ class MapBuilder:
         track.colour_sum = track.colour_sum + segment.colour * segment.pixel_count
         track.pixels += segment.pixel_count
         track.colour = track.colour_sum / track.pixels
-        track.lo = np.minimum(track.lo, segment.points.min(axis=0))
-        track.hi = np.maximum(track.hi, segment.points.max(axis=0))
+        track.lo = np.minimum(track.lo, segment.lo)
+        track.hi = np.maximum(track.hi, segment.hi)
         track.codes |= codes
         track.frames.add(segment.frame_index)
 
@@ -601,9 +601,7 @@ class MapBuilder:
         for n, track in enumerate(tracks):
             points = geometry[n]
             box = box_of(points)
-            sightings = tuple(
-                Sighting(s.frame_index, s.step, _box_centre(s.points), s.pixel_count) for s in track.sightings
-            )
+            sightings = tuple(Sighting(s.frame_index, s.step, _box_centre(s), s.pixel_count) for s in track.sightings)
             evidence = []
             if track.fragments:
                 spread = _spread(np.array([s.position for s in sightings]))
@@ -628,8 +626,8 @@ class MapBuilder:
         return instances
 
 
-def _box_centre(points: np.ndarray) -> Vec3:
-    c = (points.min(axis=0) + points.max(axis=0)) / 2.0
+def _box_centre(segment: SegmentObservation) -> Vec3:
+    c = (segment.lo + segment.hi) / 2.0
     return (float(c[0]), float(c[1]), float(c[2]))
 
 
