@@ -160,9 +160,13 @@ class LearnedSegmenter:
         )
 
     def warm_up(self) -> None:
-        """Load the network now (a second or so) and compile the cell kernels (numba: a few seconds
-        in a fresh checkout, cached afterwards), not at the first frame."""
+        """Load the network now (a second or so) and compile the input and cell kernels (numba: a
+        few seconds in a fresh checkout, cached afterwards), not at the first frame."""
+        from ovman_mapping import segnet
+
         self._network  # noqa: B018 - the cached property loads it
+        s = self.input_stride
+        segnet.network_input(np.zeros((s, s, 3), np.uint8), np.zeros((s, s), np.float32), s)
         compile_cell_kernels()
 
     def _forward(self, frames: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> np.ndarray:
@@ -173,11 +177,16 @@ class LearnedSegmenter:
 
         from ovman_mapping import segnet
 
-        x = np.stack([segnet.network_input(rgb, depth, self.input_stride * k) for rgb, depth, k in frames])
+        width, height = self.image_size
+        x = np.empty(
+            (len(frames), height // self.input_stride, width // self.input_stride, segnet.IN_CHANNELS), np.float32
+        )
+        for row, (rgb, depth, k) in enumerate(frames):
+            segnet.network_input(rgb, depth, self.input_stride * k, out=x[row])
         network = self._network
         if torch.get_num_threads() != self.config.threads:  # another library set its own: ours, always
             torch.set_num_threads(self.config.threads)
-        inputs = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
+        inputs = torch.from_numpy(x).permute(0, 3, 1, 2)  # channels-last memory, as the network's weights
         with torch.inference_mode():
             if self.config.precision == "float32":
                 return network(inputs).numpy()
