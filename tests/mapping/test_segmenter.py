@@ -253,7 +253,12 @@ def test_the_network_input_is_the_block_mean_colour_and_the_sampled_depth():
     assert np.all(white[:3] == np.float32(0.5))  # 256 pixels of 255 sum exactly
     with pytest.raises(ValueError, match="divisible"):
         network_input(rgb, depth, 5)
-    # 17 x 17 pixels overflow uint16: summed in uint32, the same float32 product as uint16 gives.
+    with pytest.raises(ValueError, match=r"rgb must be uint8 \(12, 16, 3\) for a depth image of 16x12"):
+        network_input(rgb[:, :-2], depth, 2)
+    batch = np.zeros((2, 6, 8, 5), np.float32)  # channels-last rows of a batch, written in place
+    assert np.array_equal(network_input(rgb, depth, 2, out=batch[1]), x)
+    assert np.array_equal(batch[1].transpose(2, 0, 1), x) and not batch[0].any()
+    # 17 x 17 pixels: sums beyond uint16, the same float32 product.
     white = network_input(np.full((34, 34, 3), 255, np.uint8), np.ones((34, 34), np.float32), 17)
     assert white.shape == (5, 2, 2) and np.all(white[:3] == np.float32(0.5))
     grey = rng.integers(0, 256, (34, 34, 3), dtype=np.uint8)
