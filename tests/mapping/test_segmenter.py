@@ -241,7 +241,7 @@ def test_the_network_input_is_the_block_mean_colour_and_the_sampled_depth():
     depth = rng.uniform(0.2, 6.0, (12, 16)).astype(np.float32)
     depth[0, 0], depth[2, 4], depth[4, 6] = np.nan, 0.0, -1.0
     x = network_input(rgb, depth, 2)
-    assert x.shape == (5, 6, 8) and x.dtype == np.float32
+    assert x.shape == (5, 6, 8) and x.dtype == np.float32 and x.flags.c_contiguous  # training stacks these
     mean = rgb.reshape(6, 2, 8, 2, 3).astype(np.float64).mean(axis=(1, 3)).transpose(2, 0, 1) / 255.0 - 0.5
     np.testing.assert_allclose(x[:3], mean, atol=1e-6)
     sampled = depth[::2, ::2]

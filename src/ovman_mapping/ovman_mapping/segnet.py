@@ -98,10 +98,11 @@ def network_input(rgb: np.ndarray, depth: np.ndarray, input_stride: int, out: np
     """(5, H / s, W / s) float32 input of one frame: RGB averaged over s×s blocks, depth and its
     validity sampled at the top-left pixel of each block (``s = input_stride``; H, W divisible).
     The block sums are exact integers (below 2^24, so exact in float32); the mean is their product
-    with 1 / (255 s²) in float32, minus 0.5. Written channels-last into ``out`` (H / s, W / s, 5)
-    when given (a frame of the batch the network reads without a copy); the result is a
-    (5, H / s, W / s) view of it. Compiled (:func:`_fill_input`): 0.17 against 0.28 ms a frame
-    for the numpy passes and copies it replaces, with the same floats."""
+    with 1 / (255 s²) in float32, minus 0.5. A C-contiguous array of its own; or written
+    channels-last into ``out`` (H / s, W / s, 5) when given (a frame of the batch the network reads
+    without a copy), and the result is then a (5, H / s, W / s) view of it. Compiled
+    (:func:`_fill_input`): 0.17 against 0.28 ms a frame for the numpy passes and copies it
+    replaces, with the same floats."""
     h, w = depth.shape
     s = input_stride
     if h % s or w % s:
@@ -110,9 +111,11 @@ def network_input(rgb: np.ndarray, depth: np.ndarray, input_stride: int, out: np
         raise ValueError(f"input stride {s} is too large: a block's colour sum would not be exact in float32")
     if rgb.shape != (h, w, 3) or rgb.dtype != np.uint8:
         raise ValueError(f"rgb must be uint8 {(h, w, 3)} for a depth image of {w}x{h}, got {rgb.dtype} {rgb.shape}")
-    if out is None:
-        out = np.empty((h // s, w // s, IN_CHANNELS), dtype=np.float32)
-    elif out.shape != (h // s, w // s, IN_CHANNELS) or out.dtype != np.float32:
+    if out is None:  # a C-contiguous array of its own (training stacks these; a layout changes its rounding)
+        return np.ascontiguousarray(
+            network_input(rgb, depth, input_stride, np.empty((h // s, w // s, IN_CHANNELS), np.float32))
+        )
+    if out.shape != (h // s, w // s, IN_CHANNELS) or out.dtype != np.float32:
         raise ValueError(f"out must be float32 {(h // s, w // s, IN_CHANNELS)}, got {out.dtype} {out.shape}")
     _fill_input(rgb, depth, s, np.float32(1.0 / (255.0 * s * s)), np.float32(DEPTH_SCALE), out)
     return out.transpose(2, 0, 1)
