@@ -111,7 +111,11 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
     executor = SingleThreadedExecutor(context=rclpy_context)
     executor.add_node(probe)
     try:
-        qos = QoSProfile(depth=FRAMES, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+        # Every message published stays in the writer's history until acknowledged: a depth below the
+        # messages published at once (the frames and the unreadable ones) loses the oldest when the
+        # transport lags (KEEP_LAST overwrites them), and the visit never completes.
+        sent = FRAMES + len(unreadable)
+        qos = QoSProfile(depth=sent, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
         publishers = {topic: probe.create_publisher(kind, topic, qos) for topic, kind in PLAIN_CAMERA_MESSAGES.items()}
         maps: list[InstanceMapMsg] = []
         probe.create_subscription(InstanceMapMsg, map_topic(1), maps.append, LATCHED)
