@@ -71,9 +71,10 @@ def test_the_evidence_names_gone_visit1_and_new_visit2_instances():
 def test_projection_is_the_plain_pinhole_statement_point_by_point():
     """project(): the pixels, the points inside and the observed depth are those of the plain
     numpy statement (rotation, division, rounding half to even), for points in front, behind,
-    beyond the range and outside the image, on a depth image with holes."""
+    beyond the range, outside the image and not finite, on a depth image with holes."""
     rng = np.random.default_rng(2)
     points = np.column_stack([rng.uniform(-4, 4, 4000), rng.uniform(-1, 3, 4000), rng.uniform(-2, 12, 4000)])
+    points[:3] = [[np.nan, 1.0, 3.0], [0.0, np.inf, 3.0], [0.0, 1.0, -np.inf]]  # never inside, never indexed
     depth = rng.uniform(0.5, 8.0, (K.height, K.width)).astype(np.float32)
     depth[rng.random(depth.shape) < 0.1] = np.nan
     frame = DepthView(0, depth, K, np.array([0.3, 1.1, -0.2]), optical_axes_thor(25.0, 10.0))
@@ -82,9 +83,10 @@ def test_projection_is_the_plain_pinhole_statement_point_by_point():
     z = optical[:, 2]
     with np.errstate(divide="ignore", invalid="ignore"):
         u, v = np.rint(K.fx * optical[:, 0] / z + K.cx), np.rint(K.fy * optical[:, 1] / z + K.cy)
-    inside = (z > 0) & (z <= 10.0) & (u >= 0) & (u < K.width) & (v >= 0) & (v < K.height)
+        inside = (z > 0) & (z <= 10.0) & (u >= 0) & (u < K.width) & (v >= 0) & (v < K.height)
+    assert not inside[:3].any()
     assert 500 < inside.sum() < 3500
-    assert np.array_equal(seen.inside, inside) and np.array_equal(seen.z, z)
+    assert np.array_equal(seen.inside, inside) and np.array_equal(seen.z, z, equal_nan=True)
     assert np.array_equal(seen.rows, v[inside].astype(int)) and np.array_equal(seen.cols, u[inside].astype(int))
     expected = np.full(len(points), np.nan)
     expected[inside] = depth[seen.rows, seen.cols]
