@@ -308,7 +308,7 @@ def test_yaml_tags_that_would_run_code_are_refused(tmp_path):
 
 def test_a_file_that_is_not_utf8_is_rejected_naming_the_byte_offset(tmp_path):
     data = default_config_path().read_bytes()
-    offset = data.index(b"# R (m)") + 2
+    offset = data.index(b"# ", data.index(b"success_radius:")) + 2  # inside the key's comment
     path = tmp_path / "ovman.yaml"
     path.write_bytes(data[:offset] + b"\xff" + data[offset:])
     line = data.count(b"\n", 0, offset) + 1

@@ -303,3 +303,23 @@ def test_ctrl_c_twice_under_launch_ends_a_node_with_0_and_no_traceback(ros_env, 
     assert code == 0, log
     assert "returned 0" in log and "cleaned up" in log and "run_node_probe: process CPU" in log, log
     assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
+
+
+def test_every_config_parameter_is_described_with_its_explanation_and_range(rclpy_context):
+    from ovman_core.config import describe
+    from ovman_query.query_node import QueryNode
+
+    config = load_config()
+    node = QueryNode(config, context=rclpy_context)
+    try:
+        docs = {key.name: key for section in describe(config) for key in section.keys}
+        names = [name for name in node.list_parameters([], 0).names if "." in name]
+        assert "task.success_radius" in names and "grounding.delta_g" in names and "encoder.kind" in names
+        for name in names:
+            (descriptor,) = node.describe_parameters([name])
+            assert descriptor.description == docs[name].explanation != "", name
+            assert descriptor.additional_constraints == "; ".join(docs[name].constraints), name
+        (radius,) = node.describe_parameters(["task.success_radius"])
+        assert radius.additional_constraints == "> 0"
+    finally:
+        node.destroy_node()

@@ -34,7 +34,7 @@ import resource
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import rclpy
@@ -47,7 +47,14 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_policy_name_from_kind
 
-from ovman_core.config import ConfigError, OvmanConfig, node_parameters, parameter_value, with_parameters
+from ovman_core.config import (
+    ConfigError,
+    OvmanConfig,
+    describe,
+    node_parameters,
+    parameter_value,
+    with_parameters,
+)
 from ovman_ros.node_main import install_first_interrupt
 
 
@@ -121,9 +128,12 @@ _TYPE_NAMES = {
 """ROS parameter type -> what the errors call it."""
 
 
-def declare_config_parameters(node: Node, defaults: dict[str, Any]) -> None:
+def declare_config_parameters(
+    node: Node, defaults: dict[str, Any], descriptions: Mapping[str, ParameterDescriptor] | None = None
+) -> None:
     """Declare ``defaults`` ({dotted name: value}) as parameters of ``node``, each typed by its
-    default; a command-line or launch override replaces the default (read it with ``get_parameter``).
+    default and described by ``descriptions[name]`` where given (what ``ros2 param describe``
+    shows); a command-line or launch override replaces the default (read it with ``get_parameter``).
 
     Raises ConfigError naming the parameter and the node when an override has another type than the
     default (``expected a double, got the string 'abc'``), has no value (``:=[]``: an empty list has
@@ -132,7 +142,7 @@ def declare_config_parameters(node: Node, defaults: dict[str, Any]) -> None:
     for name, default in defaults.items():
         expected = _TYPE_NAMES[Parameter.Type.from_parameter_value(default)]
         try:
-            declared = node.declare_parameter(name, default)
+            declared = node.declare_parameter(name, default, (descriptions or {}).get(name, ParameterDescriptor()))
         except InvalidParameterTypeException:
             # rclpy keeps the override only privately: a dynamically typed declaration reads it.
             override = node.declare_parameter(name, default, ParameterDescriptor(dynamic_typing=True)).value
@@ -166,7 +176,9 @@ def config_from_parameters(
         for owner, prefix in sections
     ]
     declare_config_parameters(
-        node, {name: value for _, group in groups for name, value in group.items()} | (extra or {})
+        node,
+        {name: value for _, group in groups for name, value in group.items()} | (extra or {}),
+        config_descriptions(config, {owner for owner, _ in sections}),
     )
     updated = config
     try:
@@ -176,6 +188,17 @@ def config_from_parameters(
     except ConfigError as err:
         raise ConfigError(f"{node.get_name()} parameters: {err}") from err
     return updated
+
+
+def config_descriptions(config: OvmanConfig, owners: set[str]) -> dict[str, ParameterDescriptor]:
+    """Dotted name -> descriptor (the key's explanation and its range, from the typed config) of
+    every key that nodes ``owners`` declare, shared keys included."""
+    return {
+        key.name: ParameterDescriptor(description=key.explanation, additional_constraints="; ".join(key.constraints))
+        for section in describe(config)
+        for key in section.keys
+        if key.node == "/**" or key.node in owners
+    }
 
 
 def _article(noun: str) -> str:
