@@ -134,7 +134,7 @@ def main() -> None:
     original = segnet.SegNet
     segnet.SegNet = AddSegNet  # train_network builds segnet.SegNet(...): the variant, same recipe
     try:
-        variant = train_network(data, params, lambda line: print(f"  {line}", flush=True))
+        variant = train_network(data, params, lambda step: print(f"  {step.message}", flush=True))
     finally:
         segnet.SegNet = original
     print(f"  {time.process_time() - clock:.0f} s of CPU", flush=True)

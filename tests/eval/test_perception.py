@@ -55,11 +55,19 @@ def test_the_simulator_segmenter_scores_perfectly_against_its_own_ground_truth()
     assert figures["confusions"] == []
 
 
-def test_training_is_deterministic_and_writes_a_model_the_mapper_loads(tmp_path):
+def test_training_is_deterministic_reports_each_stage_and_writes_a_model_the_mapper_loads(tmp_path):
     config = tiny_config()
+    steps: list[perception.Step] = []
     first = perception.train_perception(config, tmp_path / "a")
-    second = perception.train_perception(config, tmp_path / "b")
-    assert first["weights_sha256"] == second["weights_sha256"]
+    second = perception.train_perception(config, tmp_path / "b", progress=steps.append)
+    assert first["weights_sha256"] == second["weights_sha256"]  # watching does not change the weights
+    assert [(s.stage, s.done, s.total, s.unit) for s in steps] == [
+        ("render train", 1, 1, "home"),
+        ("train", 0, 1, "epoch"),
+        ("train", 1, 1, "epoch"),
+        *(("evaluate", k, 3, "home") for k in (1, 2, 3)),
+    ]
+    assert steps[2].message.startswith("epoch 1/1: loss ")
     assert (tmp_path / "a" / WEIGHTS_FILE).read_bytes() == (tmp_path / "b" / WEIGHTS_FILE).read_bytes()
     manifest = json.loads((tmp_path / "a" / MANIFEST_FILE).read_text())
     assert manifest["vocabulary"] == list(perception.VOCABULARY)
@@ -78,6 +86,7 @@ def test_training_is_deterministic_and_writes_a_model_the_mapper_loads(tmp_path)
     assert out.ids.shape == frame.segments.shape
 
 
+@pytest.mark.pool
 def test_worker_processes_render_and_evaluate_the_homes_to_the_same_model_and_figures(tmp_path):
     config = tiny_config()
     params = dataclasses.replace(config.benchmark_node.perception, train_homes=2, test_homes=2)

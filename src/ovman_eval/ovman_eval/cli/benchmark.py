@@ -204,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
     from ovman_eval.benchmark.map_cache import MapCacheError
     from ovman_eval.benchmark.request import BenchmarkRequest, parse_arms, parse_conditions
     from ovman_eval.benchmark.runner import RunProgress, run_benchmark
+    from ovman_eval.cli.progress import ProgressDisplay
     from ovman_eval.generation.dataset import DatasetError
     from ovman_eval.runs.run_dir import BenchmarkError, WorkerDiedError
     from ovman_sim.recording import RecordingError
@@ -235,17 +236,15 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
 
     units = "groups" if not conditions else "groups x conditions"
+    display = ProgressDisplay(sys.stderr)
 
     def progress(p: RunProgress) -> None:
         if not args.quiet:
-            print(
-                f"[{p.done}/{p.total} {units}, {p.resumed} resumed] {p.last} ({p.elapsed_s:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+            plain = f"[{p.done}/{p.total} {units}, {p.resumed} resumed] {p.last} ({p.elapsed_s:.0f} s)"
+            display.update("benchmark", p.done, p.total, "group", p.last, plain, p.resumed)
 
     def warn(message: str) -> None:
-        print(f"ovman benchmark: {message}", file=sys.stderr, flush=True)
+        display.note(f"ovman benchmark: {message}")
 
     try:
         summary = run_benchmark(
@@ -270,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\novman benchmark: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    finally:
+        display.close()
     run_s = time.monotonic() - began
     if args.sweep:
         from ovman_eval.analysis.sweep import SweepError, write_sweep

@@ -32,6 +32,7 @@ from ovman_core.config import ConfigError, OvmanConfig, load_config
 from ovman_core.relations import Relation
 from ovman_eval.analysis.tables import rejection_table
 from ovman_eval.cli.backend_options import add_backend_options, backend_of
+from ovman_eval.cli.progress import ProgressDisplay
 from ovman_eval.generation.dataset import DatasetError, GenerationSummary, Progress, generate_dataset
 from ovman_eval.generation.plan import TIMING_KEYS, GenerationRequest
 from ovman_eval.runs.backend import BackendError
@@ -185,39 +186,36 @@ def run(args: argparse.Namespace) -> int:
 
 
 class ProgressBar:
-    """A one-line progress bar with ETA on a terminal; periodic lines elsewhere (logs)."""
+    """Generation's progress: a live bar (slots, rate, ETA) on a terminal; elsewhere (logs) a plain
+    line every ``period_s`` seconds and at the end."""
 
-    def __init__(self, stream: TextIO, period_s: float) -> None:
-        self.stream = stream
+    def __init__(self, stream: TextIO, period_s: float, tty: bool | None = None) -> None:
+        self.display = ProgressDisplay(stream, tty)
         self.period_s = period_s
-        self.tty = stream.isatty()
-        self.last_draw = -float("inf")
-        self.drawn = False
+        self.last_line = -float("inf")
 
     def __call__(self, progress: Progress) -> None:
+        postfix = f"{progress.episodes} episodes, {progress.given_up} given up, {progress.attempts} candidates"
         now = time.monotonic()
-        final = progress.done == progress.total
-        if not final and now - self.last_draw < self.period_s:
-            return
-        self.last_draw = now
-        filled = round(BAR_WIDTH * progress.done / max(progress.total, 1))
-        eta = "--:--" if progress.eta_s is None else _clock(progress.eta_s)
-        line = (
-            f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {progress.done}/{progress.total} slots  "
-            f"{progress.episodes} episodes  {progress.given_up} given up  {progress.attempts} candidates  "
-            f"elapsed {_clock(progress.elapsed_s)}  ETA {eta}"
-        )
-        if self.tty:
-            self.stream.write("\r" + line + "\x1b[K")
-            self.drawn = True
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        plain = None
+        if progress.done == progress.total or now - self.last_line >= self.period_s:
+            self.last_line = now
+            plain = plain_line(progress)
+        self.display.update("generate", progress.done, progress.total, "slot", postfix, plain, progress.resumed)
 
     def close(self) -> None:
-        if self.tty and self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.display.close()
+
+
+def plain_line(progress: Progress) -> str:
+    """The log line of generation's progress: a text bar, counts, elapsed time and ETA."""
+    filled = round(BAR_WIDTH * progress.done / max(progress.total, 1))
+    eta = "--:--" if progress.eta_s is None else _clock(progress.eta_s)
+    return (
+        f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {progress.done}/{progress.total} slots  "
+        f"{progress.episodes} episodes  {progress.given_up} given up  {progress.attempts} candidates  "
+        f"elapsed {_clock(progress.elapsed_s)}  ETA {eta}"
+    )
 
 
 def _clock(seconds: float) -> str:

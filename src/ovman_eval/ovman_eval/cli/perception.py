@@ -17,6 +17,7 @@ from typing import Any
 
 from ovman_core.config import ConfigError, load_config
 from ovman_eval.cli.backend_options import add_backend_options, backend_of
+from ovman_eval.cli.progress import ProgressDisplay
 from ovman_eval.runs.backend import BackendError
 from ovman_eval.runs.pool import PoolBrokenError
 from ovman_mapping.segmenter import SegmenterError, make_segmenter
@@ -46,9 +47,16 @@ def run_train(args: argparse.Namespace) -> int:
     except (ConfigError, BackendError) as err:
         print(f"ovman train-perception: {err}", file=sys.stderr)
         return 2
+    display = ProgressDisplay(sys.stderr)
+
+    def progress(step: perception.Step) -> None:
+        display.update(
+            step.stage, step.done, step.total, step.unit, step.message, f"ovman train-perception: {step.message}"
+        )
+
     try:
         manifest = perception.train_perception(
-            config, Path(args.out), progress=_progress("train-perception"), workers=workers, backend=backend
+            config, Path(args.out), progress=progress, workers=workers, backend=backend
         )
     except (ConfigError, SegmenterError, OSError) as err:
         print(f"ovman train-perception: {err}", file=sys.stderr)
@@ -56,6 +64,8 @@ def run_train(args: argparse.Namespace) -> int:
     except (BackendError, PoolBrokenError) as err:
         print(f"ovman train-perception: {err}", file=sys.stderr)
         return 1
+    finally:
+        display.close()
     held_out = manifest["held_out"]
     print(
         f"wrote {Path(args.out) / 'segmenter.json'}: {manifest['training']['frames']} training frames, "
@@ -120,7 +130,3 @@ def summary_text(figures: dict[str, Any]) -> str:
         lines.append("  most frequent confusions (true -> predicted: count):")
         lines.extend(f"    {c['true']} -> {c['predicted']}: {c['count']}" for c in figures["confusions"])
     return "\n".join(lines)
-
-
-def _progress(command: str) -> Any:
-    return lambda message: print(f"ovman {command}: {message}", file=sys.stderr, flush=True)

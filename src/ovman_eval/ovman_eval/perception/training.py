@@ -59,7 +59,19 @@ STRESS_CONDITIONS = tuple(c.value for c in Condition if c is not Condition.BASEL
 VOCABULARY: tuple[str, ...] = tuple(sorted(CATEGORIES))
 """The embedded world's categories, in the order of the network's classes 1..K."""
 
-Progress = Callable[[str], None]
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """Where training stands: ``done`` of ``total`` ``unit``s of ``stage``, and its log line."""
+
+    stage: str
+    done: int
+    total: int
+    unit: str
+    message: str
+
+
+Progress = Callable[[Step], None]
 
 
 def check_perception(params: PerceptionParams) -> None:
@@ -115,7 +127,7 @@ def perception_frames(
     for k in range(homes):
         yield from home_frames(world, config, split, k, conditions[k % len(conditions)])
         if progress is not None:
-            progress(f"rendered {perception_scene(split, k)}")
+            progress(Step(f"render {split}", k + 1, homes, "home", f"rendered {perception_scene(split, k)}"))
 
 
 def home_frames(world: EmbeddedWorld, config: OvmanConfig, split: str, k: int, condition: str) -> Iterator[Frame]:
@@ -201,7 +213,8 @@ def rendered_training_set(
     def commit(done: tuple[int, TrainingSet]) -> None:
         parts[done[0]] = done[1]
         if progress is not None:
-            progress(f"rendered {perception_scene('train', done[0])} ({len(parts)}/{len(homes)})")
+            message = f"rendered {perception_scene('train', done[0])} ({len(parts)}/{len(homes)})"
+            progress(Step("render train", len(parts), len(homes), "home", message))
 
     if backend.in_process(workers, len(homes)):
         part = _home_trainer(config)
@@ -277,7 +290,8 @@ def _train(data: TrainingSet, params: PerceptionParams, progress: Progress | Non
             schedule.step()
             running += float(loss.detach()) * len(batch)
         if progress is not None:
-            progress(f"epoch {epoch + 1}/{params.epochs}: loss {running / n:.4f}")
+            message = f"epoch {epoch + 1}/{params.epochs}: loss {running / n:.4f}"
+            progress(Step("train", epoch + 1, params.epochs, "epoch", message))
     return model.eval()
 
 
@@ -300,7 +314,7 @@ def train_perception(
     started = time.process_time()
     data = rendered_training_set(config, workers, backend, progress)
     if progress is not None:
-        progress(f"{data.inputs.shape[0]} training frames; training")
+        progress(Step("train", 0, params.epochs, "epoch", f"{data.inputs.shape[0]} training frames; training"))
     model = train_network(data, params, progress)
     out.mkdir(parents=True, exist_ok=True)
     weights = out / WEIGHTS_FILE
@@ -334,7 +348,7 @@ def train_perception(
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    manifest["held_out"] = held_out_figures(config, out, params.test_homes, workers, backend)
+    manifest["held_out"] = held_out_figures(config, out, params.test_homes, workers, backend, progress)
     atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 
@@ -355,7 +369,12 @@ def _home_evaluator(config: OvmanConfig, model: str) -> Callable[[tuple[str, int
 
 
 def held_out_figures(
-    config: OvmanConfig, model: Path, homes: int, workers: int = 1, backend: Backend = LOCAL_BACKEND
+    config: OvmanConfig,
+    model: Path,
+    homes: int,
+    workers: int = 1,
+    backend: Backend = LOCAL_BACKEND,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """What a model's manifest holds under ``held_out`` (and every benchmark report's Perception
     section shows): :func:`evaluate` of the learned model in directory ``model`` on the first
@@ -367,6 +386,9 @@ def held_out_figures(
 
     def commit(done: tuple[str, int, Tally]) -> None:
         tallies[(done[0], done[1])] = done[2]
+        if progress is not None:
+            message = f"evaluated {perception_scene('test', done[1])} ({done[0]}; {len(tallies)}/{len(units)})"
+            progress(Step("evaluate", len(tallies), len(units), "home", message))
 
     if backend.in_process(workers, len(units)):
         evaluate_home = _home_evaluator(config, str(model))
