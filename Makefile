@@ -1,7 +1,8 @@
 # The two commands of the README, each installing what it needs from nothing:
 #   make test        lint + the whole test suite
 #   make benchmark   generate the default episodes on the embedded world, run the benchmark, write the report
-# and, beyond the two: make paper (the paper's protocol at its scale, see its target)
+# and, beyond the two: make test-fast (the pure-core tests: no DDS, no worker processes) and
+# make paper (the paper's protocol at its scale, see its target)
 # Set-up steps are skipped when their stamp (keyed on the content of what they install) exists.
 
 SHELL := /bin/bash
@@ -25,10 +26,14 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
 
-.PHONY: help setup test lint benchmark paper clean
+.PHONY: help setup test test-fast lint benchmark paper clean
+
+# pytest-xdist processes the suite runs on (tests/conftest.py gives each its own ROS domain).
+TEST_WORKERS ?= 2
 
 help:
 	@echo "make test       install what is needed, run lint and the whole test suite"
+	@echo "make test-fast  install what is needed, run lint and the pure-core tests (no DDS, no worker processes)"
 	@echo "make benchmark  install, generate the default episodes, run the benchmark, write the report"
 	@echo "make paper      the paper's whole protocol at its scale: every arm, 3 seeds, both stress conditions, the sweep"
 	@echo "make setup      only the installation steps (.venv, dependencies, interfaces, project)"
@@ -61,7 +66,12 @@ lint: setup
 
 test: lint
 	@mkdir -p $(ROS_LOG_DIR)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
+
+# The tests marked neither ros (a DDS graph) nor pool (worker processes, a Ray head); a test of
+# this tier that starts a worker process fails (tests/conftest.py).
+test-fast: lint
+	OVMAN_TEST_TIER=fast $(PY) -m pytest -n $(TEST_WORKERS) -m "not ros and not pool"
 
 # The in-process benchmark needs the Python packages only (the ROS interfaces are for the graph).
 # The default dataset is generated once under data/default/<key> (key: request, config, generation

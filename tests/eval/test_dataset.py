@@ -84,11 +84,13 @@ def test_resume_removes_recordings_whose_slot_never_committed(reference, tmp_pat
     assert sorted(p.name for p in (out / "recordings").iterdir()) == ["appeared-0000", "moved-0000", "removed-0000"]
 
 
+@pytest.mark.pool
 def test_two_workers_give_the_same_bytes_as_one(reference, tmp_path):
     generate(tmp_path / "pool", request(RELATIONS, scenes=SCENE), workers=2)
     assert (tmp_path / "pool" / "episodes.jsonl").read_bytes() == (reference / "episodes.jsonl").read_bytes()
 
 
+@pytest.mark.pool
 def test_a_dead_worker_is_named_with_its_slot_and_the_run_resumes(reference, tmp_path, monkeypatch):
     # The spawned workers unpickle MoverKillingWorld by its module name (eval.generation_setup under pytest).
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))

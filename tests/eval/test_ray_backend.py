@@ -32,6 +32,8 @@ from ovman_mapping.learned_segmenter import MANIFEST_FILE, WEIGHTS_FILE
 
 from .generation_setup import config_file, small_config
 
+pytestmark = pytest.mark.pool  # a real Ray head and its worker processes
+
 RAY = Path(sys.executable).with_name("ray")
 TASK_TITLE = b"ray::_do_unit"
 """What a Ray worker process calls itself while it runs a unit (ovman_eval.runs.ray_pool._do_unit)."""

@@ -289,6 +289,7 @@ def test_the_report_lists_embodied_runs_that_could_not_be_made_and_counts_them_a
     assert f"{EPISODES - 1}/{EPISODES}" in " ".join(given)  # the error is a failure of the embodied run
 
 
+@pytest.mark.pool
 def test_episode_figures_drawn_in_two_processes_are_the_same_files(tmp_path):
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()

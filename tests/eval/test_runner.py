@@ -168,6 +168,7 @@ def test_maps_arms_carry_their_diagnostics(full_run):
     assert 0.0 <= by_arm["two_visit"].diagnostics["visit1"]["aec"] <= 1.0
 
 
+@pytest.mark.pool
 def test_two_workers_write_the_same_bytes_and_read_the_maps_from_the_cache(full_run, dataset, config, cache, tmp_path):
     req = BenchmarkRequest(dataset, BUILT_IN_ARMS, (0,))
     again = run_benchmark(req, config, out_root=tmp_path, workers=2, cache_dir=cache)
@@ -276,6 +277,7 @@ def test_a_second_benchmark_on_a_locked_run_directory_stops_at_once_and_a_killed
     assert (run_dir / FINISHED).is_file() and (run_dir / LOCK).read_text() == ""
 
 
+@pytest.mark.pool
 def test_a_dead_worker_is_named_with_its_unit_and_the_printed_command_resumes_the_run(
     full_run, dataset, config, cache, tmp_path, capfd, monkeypatch
 ):

@@ -302,6 +302,7 @@ def test_a_bad_grid_is_refused_naming_the_config_key(params, key):
 # ---- end to end ----------------------------------------------------------------------------------
 
 
+@pytest.mark.pool
 def test_ovman_sweep_on_a_generated_dataset_reproduces_the_runs_margin_at_the_generation_setting(tmp_path, capsys):
     config = small_config()
     dataset = tmp_path / "ds"

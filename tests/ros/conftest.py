@@ -100,3 +100,11 @@ def sim_node(ros_env: dict[str, str], tmp_path: Path, sim_parameters: list[str])
         yield node
     finally:
         node.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/ros runs a DDS graph or needs rclpy: it is of the ``ros`` tier."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.ros)
