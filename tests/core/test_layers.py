@@ -7,6 +7,7 @@ counts as much as a top-level one).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,19 @@ def test_tests_reach_no_private_names_of_other_modules():
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ovman"):
                 reached += [f"{path.relative_to(tests)}:{node.lineno} {a.name}" for a in node.names if a.name[0] == "_"]
     assert not reached, "\n".join(reached)
+
+
+MODULE_DOCSTRING_LINES = 10
+"""Most lines of a module docstring: what the module is for and what it must not do, no history."""
+
+
+def test_every_module_docstring_is_short_and_names_no_issue() -> None:
+    long, historical = [], []
+    for path in sorted(SRC.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False) or ""
+        if doc.count("\n") + 1 > MODULE_DOCSTRING_LINES:
+            long.append(f"{path.relative_to(SRC)}: {doc.count(chr(10)) + 1} lines")
+        if re.search(r"\bissue\s+#?\d+|\b20\d\d-\d\d-\d\d\b", doc, re.I):
+            historical.append(str(path.relative_to(SRC)))
+    assert not long, f"module docstrings over {MODULE_DOCSTRING_LINES} lines (measurements go to docs/measurements.md)"
+    assert not historical, "module docstrings that name an issue or a date"

@@ -6,9 +6,7 @@ config --markdown`` writes docs/configuration.md from them). Loading rejects eve
 duplicate, mistyped or out-of-range key, naming the file and the key. It holds no values (the YAML
 file does) and imports neither rclpy nor another OVMAN package.
 
-Why one module of about 1,550 lines: it is the one typed configuration: one frozen dataclass per
-section of config/ovman.yaml with its ranges and explanations, and the one loader and ROS parameter
-mapping that walk them; a key is declared, checked, explained and exposed in one place.
+Why one module: a key is declared, checked, explained and exposed in one place.
 """
 
 from __future__ import annotations

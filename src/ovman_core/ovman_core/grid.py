@@ -1,14 +1,10 @@
-"""The occupancy grid of one visit, built from the world's reachable positions.
+"""The occupancy grid of one visit, built from the world's reachable positions after the change.
 
-Core frame: AI2-THOR world (metres, y up, left-handed; floor (x, z)). A cell ``(i, j)`` has its
-centre at ``(x0 + i·resolution, z0 + j·resolution)``: ``i`` counts along world x, ``j`` along
-world z. The grid is recomputed from the reachable positions **after** the change (moved
-furniture is carved by the world), so it describes the world the agent navigates.
-
-On the wire the grid is a nav_msgs/OccupancyGrid in ``map`` (REP 103: x forward, y left, z up).
-With ``x_map = z_world`` and ``y_map = −x_world`` (ovman_core.frames), map column ``c = j`` and
-map row ``r = n_x − 1 − i``; the origin is the outer corner of cell ``(n_x − 1, 0)``. This module
-produces and reads the plain fields of that message; the node builds the message itself.
+Core frame: AI2-THOR world (metres, y up; floor (x, z)); cell ``(i, j)`` is centred at
+``(x0 + i·resolution, z0 + j·resolution)``, ``i`` along world x, ``j`` along world z.
+On the wire (nav_msgs/OccupancyGrid in ``map``, REP 103, through ovman_core.frames): map column
+``c = j``, row ``r = n_x − 1 − i``, origin at the outer corner of cell ``(n_x − 1, 0)``.
+This module produces and reads the message's plain fields; it never builds the message (the node does).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Back-project the segments of one camera frame into world points.
 
 Input: an :class:`ovman_core.observation.Observation` (planar depth in metres, per-frame segment ids,
-the camera centre and the agent's yaw/horizon). Output: one :class:`SegmentObservation` per usable
-segment, its points in the **AI2-THOR world frame** (metres, y up, left-handed), voxel-downsampled
-and cleaned by statistical outlier removal.
-
-Real data is messy, so nothing here trusts its input: a frame without depth, NaN/inf or
-non-positive depth, depth beyond ``mapping.max_depth``, segments of a few pixels and frames without
-segments all yield fewer (or no) segment observations rather than errors. Ground-truth instance
-ids (``Observation.segment_instances``) are never read: segments are identified only within
-their frame.
+camera centre, yaw/horizon); output: one :class:`SegmentObservation` per usable segment, its points
+in the **AI2-THOR world frame** (metres, y up, left-handed), voxel-downsampled and outlier-cleaned.
+Bad input (no depth, NaN/inf or non-positive depth, beyond ``mapping.max_depth``, tiny segments)
+yields fewer segments, never an error. Ground-truth instance ids are never read: segments are
+identified only within their frame.
 """
 
 from __future__ import annotations

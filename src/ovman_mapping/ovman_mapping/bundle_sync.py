@@ -1,16 +1,10 @@
 """Exact-stamp synchronisation of a camera bundle: one message per topic, all with one stamp.
 
-Every message of one frame carries the same stamp (:mod:`ovman_ros.bundle`), so the policy is
-ROS's exact-time one (``message_filters.TimeSynchronizer``, which is not on PyPI): a bundle is
-complete when every key has an item at its stamp. With reliable, in-order delivery per topic a
-bundle completes only after every older one could have, so
-
-- completed bundles come out in stamp order;
-- when a stamp completes, every older incomplete stamp is dropped (a message of it was lost);
-- an item older than (or as old as) the last completed stamp is dropped as stale;
-- at most ``max_pending`` incomplete stamps are held; beyond, the oldest is dropped.
-
-Stamps are integer nanoseconds. Pure Python, no rclpy: the node feeds it from its callbacks.
+ROS's exact-time policy (``message_filters.TimeSynchronizer``, not on PyPI): a bundle is complete
+when every key has an item at its stamp. Completed bundles come out in stamp order; completing a
+stamp drops every older incomplete one (with reliable, in-order delivery, a message of it was lost);
+items no newer than the last completed stamp are stale; at most ``max_pending`` incomplete stamps
+are held. Stamps are integer nanoseconds. Pure Python, no rclpy: the node feeds it from its callbacks.
 """
 
 from __future__ import annotations

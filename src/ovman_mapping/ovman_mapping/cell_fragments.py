@@ -1,20 +1,8 @@
-"""The learned segmenter's cells into fragments: the integer half of turning the network's output
-into segments (:func:`ovman_mapping.learned_segmenter.segments_from_logits` does the rest).
+"""The learned segmenter's cells into fragments: the integer half of turning the network's output into segments.
 
-All on the network's output grid of ``h`` × ``w`` cells, compiled with numba (``cache=True``, as
-``ovman_sim.render``; the first call in a fresh checkout compiles for a few seconds, later
-processes load the cache). These were a dozen numpy passes and a Python union-find loop a frame
-(0.55 ms of the 1.0 ms a frame from logits to segments, ``benchmarks/bench_mapping.py``).
-Everything here is integer logic, so the fragments are exactly those of the numpy code they
-replace: the tests in tests/mapping/test_segmenter.py pin the numbering and the merge order.
-
-- :func:`cell_classes`: each cell's most likely class (the first of equal maxima, as
-  ``numpy.argmax``), and whether every logit is finite.
-- :func:`cell_fragments`: the 4-connected components of the seed cells of each class, numbered
-  class by class (ascending) and within a class in raster order of their first cell; every
-  fragment of fewer than ``min_cells`` cells joined to the fragment (group) it shares the longest
-  4-neighbour border with, smallest first (ties: the lower id); renumbered 1..count; then grown
-  one 4-neighbour step over the object cells that are not seeds (the largest id around wins).
+On the network's ``h`` × ``w`` output grid, compiled with numba (``cache=True``, as
+``ovman_sim.render``). Integer logic only, so the numbering and the merge order are exact (pinned by
+tests/mapping/test_segmenter.py). :func:`ovman_mapping.learned_segmenter.segments_from_logits` does the rest.
 """
 
 from __future__ import annotations
@@ -100,7 +88,9 @@ def _components(best: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, int]:
 
 @numba.njit(cache=True)
 def _merge_small(ids: np.ndarray, count: int, min_cells: int) -> int:
-    """Merge the small fragments of ``ids`` in place (see the module docstring); the new count."""
+    """Merge the small fragments of ``ids`` in place; the new count. Each fragment of fewer than
+    ``min_cells`` cells joins the fragment (group) it shares the longest 4-neighbour border with,
+    smallest first (ties: the lower id); the rest are renumbered 1..count."""
     h, w = ids.shape
     size = np.zeros(count + 1, dtype=np.int64)
     for i in range(h):
@@ -182,7 +172,9 @@ def _merge_small(ids: np.ndarray, count: int, min_cells: int) -> int:
 @numba.njit(cache=True)
 def cell_fragments(best: np.ndarray, seeds: np.ndarray, objects: np.ndarray, min_cells: int) -> tuple[np.ndarray, int]:
     """(int64 (h * w,) fragment of each cell, 0 = none; count) from ``best`` (h, w) classes,
-    ``seeds`` and ``objects`` (h, w) bool (seeds among the object cells); see the module docstring."""
+    ``seeds`` and ``objects`` (h, w) bool (seeds among the object cells): the components of the
+    seeds of each class, small ones merged, then grown one 4-neighbour step over the object cells that
+    are not seeds (the largest id around wins)."""
     h, w = best.shape
     ids, count = _components(best, seeds)
     if count == 0:

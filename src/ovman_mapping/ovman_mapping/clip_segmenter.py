@@ -1,20 +1,11 @@
 """The ``clip`` segmenter: class-agnostic proposals from pixels, labelled by open_clip crop features.
 
-For workstations with local CLIP weights (``mapping_node.encoder.clip_weights``), and the default
-of the agent's arms on AI2-THOR, where the learned network's training assets do not apply.
-
-1. **Proposals**: the learned segmenter's class-agnostic path
-   (:func:`ovman_mapping.learned_segmenter.segments_from_logits`: connected cells that are
-   not "none", split by the boundary head), its class labels dropped. It reads RGB and depth only.
-2. **Features**: each proposal's bounding crop of the RGB image (grown by
-   ``encoder.crop_padding``) through open_clip's image tower (:class:`ovman_mapping.encoders.ClipEncoder`):
-   the unit vector becomes the segment's ``embedding``.
-3. **Labels**: the softmax over the vocabulary of the cosine similarities between that feature
-   and the vocabulary's prompts (``encoder.clip_prompt``), scaled by the model's own learned
-   logit scale (CLIP's zero-shot classifier); shares under 1e-3 are dropped and the rest
-   renormalised. The confidence is the top share.
-
-With random weights (tests only) the labels are meaningless but the path is the real one.
+For workstations with local CLIP weights (``mapping_node.encoder.clip_weights``), and the default of
+the agent's arms on AI2-THOR, where the learned network's training assets do not apply. Proposals are
+the learned segmenter's class-agnostic segments (RGB and depth only); each one's padded crop through
+open_clip's image tower is its ``embedding``, and CLIP's zero-shot softmax over the vocabulary's
+prompts gives its labels (shares under 1e-3 dropped). With random weights (tests only) the labels
+are meaningless but the path is the real one.
 """
 
 from __future__ import annotations

@@ -1,40 +1,11 @@
 """Cross-visit free-space evidence: what one visit's depth frames saw of the other visit's places.
 
-A segmenter that reads pixels makes spurious segments, and every one seen once or twice becomes an
-instance that nothing in the other visit matches. Read as changes, they swamp the real ones. So the
-mapper of a second visit, holding the first visit's map and its frames' depth (:class:`PriorVisit`),
-asks each frame of the other visit whether it saw an instance's place empty:
-
-- ``gone``: visit-1 instances whose place the visit-2 frames saw empty;
-- ``new``: visit-2 instances whose place the visit-1 frames saw empty.
-
-The association (:mod:`ovman_query.association`) then claims a change only where it was seen: a
-removal needs ``gone``, an arrival ``new``, a relocation both, and a stayed pair neither.
-
-The test reads **depth only**, never labels (a spurious segment sits on a real surface, which the
-other visit sees at the same depth whatever it calls it). Per instance, its check points are its
-fused points, evenly subsampled to ``mapping.vacancy_check_points``. Per frame of the other visit:
-
-- a point is *visible* when it projects into the image, in front of the camera within
-  ``mapping.max_depth``, where the observed depth is valid and not nearer than the point by more
-  than ``mapping.vacancy_margin`` (a point hidden behind something nearer says nothing);
-- the frame *judges* the instance when at least ``min(mapping.vacancy_min_points, n)`` points are
-  visible (n: its check points) and the instance would cover ``mapping.vacancy_min_pixels`` there;
-- it sees the place *empty* when at least ``mapping.cross_visit_empty_fraction`` of the visible
-  points have the observed depth more than ``mapping.vacancy_margin`` behind them (the view passes
-  through where the object was), *occupied* when at most ``mapping.cross_visit_occupied_fraction``
-  have, and abstains between the two. (Lower than the within-visit ``vacancy_fraction``: a thin
-  object's points lie a few centimetres above the surface it stood on, and seen from above part
-  of them do not pass the margin.)
-
-The place was seen empty when more frames saw it empty than occupied. An instance no frame judged
-is in neither set: the other visit did not look, so nothing is claimed. The per-frame counts
-(:class:`CheckClouds`) are those of fusion's within-visit test too, which calls a place vacated
-when one frame after the last sighting sees ``mapping.vacancy_fraction`` of the points through
-(and, with a segmenter whose labels are exact, also counts a pixel labelled otherwise).
-
-World frame: AI2-THOR's (metres, y up); depth along the optical axis, metres, NaN or 0 where
-invalid; ``axes`` rows are the camera's optical x, y, z axes in the world frame.
+A pixel-reading segmenter makes spurious segments that nothing in the other visit matches; read as
+changes they would swamp the real ones. So the second visit's mapper, holding the first visit's map
+and depth (:class:`PriorVisit`), finds ``gone`` visit-1 instances whose place visit 2 saw empty and
+``new`` visit-2 instances whose place visit 1 saw empty; the association claims a change only where
+it was seen. The test reads **depth only**, never labels; an instance no frame judged is in neither
+set. World frame: AI2-THOR's (metres, y up); depth along the optical axis, NaN or 0 where invalid.
 """
 
 from __future__ import annotations
@@ -177,8 +148,12 @@ class CheckClouds:
     def counts(
         self, view: DepthView, params: MappingParams, other: Callable[[Projection], np.ndarray] | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """Per instance, as ``view`` sees it: (visible points, points seen through, judged) (see
-        the module docstring); None when no point falls in the image. ``other``: per point, True
+        """Per instance, as ``view`` sees it: (visible points, points seen through, judged); None when
+        no point falls in the image. A point is visible when it projects in front within
+        ``mapping.max_depth`` where the depth is valid and not nearer than it by more than
+        ``mapping.vacancy_margin`` (a hidden point says nothing), seen through when the depth lies
+        more than the margin behind it; an instance is judged when ``needed`` points are visible and
+        it would cover ``mapping.vacancy_min_pixels``. ``other``: per point, True
         where the view shows something else there (fusion's label evidence, exact labels only);
         such a visible point counts as seen through too."""
         p, count = params, len(self.needed)
@@ -203,7 +178,13 @@ class CheckClouds:
 
 
 def seen_empty(clouds: Sequence[np.ndarray], views: Sequence[DepthView], params: MappingParams) -> np.ndarray:
-    """(N,) bool per point cloud (world, metres): the views saw its place empty (module docstring)."""
+    """(N,) bool per point cloud (world, metres): the views saw its place empty.
+
+    A judging view votes empty when at least ``mapping.cross_visit_empty_fraction`` of the visible
+    points are seen through, occupied when at most ``cross_visit_occupied_fraction`` are, and abstains
+    between; a place is empty when more views voted empty than occupied. (Lower than fusion's
+    ``vacancy_fraction``: a thin object's points lie a few centimetres above the surface it stood on,
+    and seen from above part of them do not pass the margin.)"""
     p = params
     checks = CheckClouds.of(clouds, p)
     empty_votes = np.zeros(len(clouds), dtype=int)
@@ -222,7 +203,8 @@ def cross_visit_evidence(
     prior: PriorVisit, instance_map: InstanceMap, views: Sequence[DepthView], params: MappingParams
 ) -> CrossVisitEvidence:
     """The evidence of a second visit's map ``instance_map`` (its frames ``views``) against the
-    first visit ``prior`` (see the module docstring)."""
+    first visit ``prior``: ``gone``, the prior's instances ``views`` saw empty; ``new``, this map's
+    instances the prior's views saw empty."""
     gone = seen_empty([i.points for i in prior.map], views, params)
     new = seen_empty([i.points for i in instance_map], prior.views, params)
     return CrossVisitEvidence(

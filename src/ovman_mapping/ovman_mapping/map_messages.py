@@ -1,21 +1,11 @@
-"""ROS messages of ovman_mapping, built from core values and back; the only module of the package
-that imports message packages (never rclpy), so every conversion is unit-testable without a graph.
+"""ROS messages of ovman_mapping, built from core values and back; never imports rclpy.
 
-- camera bundle (sensor_msgs/Image ×3, the labels table, CameraInfo, the optical-frame
-  PoseStamped of :mod:`ovman_ros.bundle`, from the six standard topics or in one
-  ``ovman_interfaces/CameraBundle``) → :class:`ovman_core.observation.Observation`;
-- core :class:`ovman_mapping.instances.InstanceMap` ⇄ ``ovman_interfaces/InstanceMap``;
-- ``InstanceMap`` message → ``visualization_msgs/MarkerArray`` for RViz.
-
-Frames: the core works in AI2-THOR's world frame (metres, y up, left-handed); messages are REP 103
-in ``map`` (x forward, y left, z up). Every point goes through :mod:`ovman_core.frames`.
-
-Wire ids: an instance's ``Instance.id`` is its index in the core map (the map's own order), so the
-ids of one map are 0..N-1. A received map's instances get uids ``v<visit>:<id>``. ``centroid`` carries
-the core's instance position (the box centre of its fused points; of its latest fragment for a
-moving instance), the point every decision rule answers with. The stamps of the sensor frames
-stand in for world steps on the receiving side (``first_seen``/``last_seen`` in ns): only their
-order is used there. Points, features and colour histograms go as float32 (points in ``map``).
+The only module of the package that imports message packages, so every conversion is unit-testable
+without a graph: camera bundle (six topics or one ``ovman_interfaces/CameraBundle``) → Observation;
+core InstanceMap ⇄ ``ovman_interfaces/InstanceMap``; InstanceMap → MarkerArray for RViz. Frames: the
+core's AI2-THOR world (metres, y up, left-handed) ⇄ REP 103 ``map``, every point through
+:mod:`ovman_core.frames`. Wire ids: an instance's ``id`` is its index in the core map (0..N-1); a
+received map's instances get uids ``v<visit>:<id>``. Points, features and histograms go as float32.
 """
 
 from __future__ import annotations
@@ -286,7 +276,10 @@ def map_uid(visit: int, wire_id: int) -> str:
 
 
 def instance_from_msg(message: InstanceMsg, visit: int) -> Instance:
-    """A core instance from its message (its points float32 values). See the module docstring."""
+    """A core instance from its message (its points float32 values): ``centroid`` is the core's
+    position (the box centre of its fused points; of its latest fragment for a moving instance), and
+    the sensor stamps stand in for world steps (``first_seen``/``last_seen`` in ns: only their order
+    is used)."""
     uid = map_uid(visit, message.id)
     flat = np.asarray(message.points, dtype=np.float32)
     if len(flat) % 3 or not np.all(np.isfinite(flat)):

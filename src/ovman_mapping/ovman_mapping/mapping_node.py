@@ -1,50 +1,12 @@
 """mapping_node: the per-visit 3D instance map on the ROS 2 graph.
 
-A thin node around :class:`ovman_mapping.visit_mapper.VisitMapper`: it takes a frame's camera
-bundle, converts it to an Observation (:mod:`ovman_mapping.map_messages`), fuses it into the open
-visit at once, and publishes the map of a visit when the visit is finished.
-
-Subscriptions (reliable, volatile; names from :mod:`ovman_ros.bundle`), by ``node.camera_input``:
-``topics`` (a robot's camera): ``camera/color/image_raw``, ``camera/depth/image_raw``,
-``camera/instances/image_raw``, ``camera/instances/labels``, ``camera/color/camera_info``,
-``camera/pose`` (the optical frame in ``map``), synchronised by exact stamp
-(:mod:`ovman_mapping.bundle_sync`); with a label-blind segmenter (``segmenter.kind`` learned) only
-the four a robot's camera gives (colour, depth in 32FC1 m or 16UC1 mm, camera_info, pose);
-``bundle``: ``camera/bundle`` (ovman_interfaces/CameraBundle,
-the same six messages in one, from sim_node's ``node.camera_output`` bundle or both), taken raw
-and read without copying its images (:func:`ovman_ros.bundle_cdr.decode`): one take per frame
-instead of six and no synchroniser; a bundle whose messages' stamps differ is rejected. Their
-history keeps the latest ``node.qos_depth`` messages of a topic, or every message until it is
-taken (``node.qos_keep_all``: lossless when a tour is published faster than it is fused, at the
-cost of buffering the unfused frames, e.g. ~0.85 MB a bundle at 320x240). Ground truth is never
-subscribed to, and in every mode a frame's step is its stamp divided by ``node.step_dt``
-(:func:`ovman_ros.bundle.frame_step`: what a robot's camera gives; the simulator's own
-world step never reaches the mapping). While no visit is open, bundles are counted and dropped before they
-are synchronised or decoded (a robot's camera keeps publishing between visits).
-
-Visits (ovman_interfaces/srv/MapVisit): ``mapping/start_visit`` opens visit 1 or 2 (call it before the
-visit's frames are published); ``mapping/finish_visit`` waits until the visit holds ``expected_frames``
-bundles, builds its map and publishes, latched (transient local):
-
-- ``ovman/map/visit<n>``: ovman_interfaces/InstanceMap (``map`` frame, REP 103; stamped on the
-  node's clock, ``/clock`` under use_sim_time; named, a visit-2 map naming the visit-1 map it
-  follows: :class:`ovman_mapping.map_messages.MapNames`);
-- ``ovman/map/visit<n>/markers``: visualization_msgs/MarkerArray, DELETEALL first, then a box
-  (namespace ``visit<n>/boxes``) and a label (``visit<n>/labels``) per instance, marker id =
-  instance id.
-
-Every order of calls gets a reply, never a dead node: start_visit while a finish_visit waits, a
-finish of a visit that is not open, or a map with a non-finite or out-of-range instance
-(:func:`ovman_mapping.instances.map_problem`; such a map is never published) each get
-``success`` false and a message. A camera frame whose camera_info is not a pinhole matrix, whose
-pose is not finite or whose images disagree with camera_info, or a camera the segmenter cannot
-read (the learned model reads its training size and whole multiples of it, e.g. 640x480 for
-320x240; :class:`ovman_mapping.learned_segmenter.LearnedSegmenter`), is dropped with a warning
-naming why and counted.
-
-Parameters: every key of ``ovman_core.config.node_parameters(config, "mapping_node")`` under its
-dotted name (e.g. ``encoder.kind``, ``node.start_visit``), read at start-up; the config file is
-``$OVMAN_CONFIG`` or the default one.
+A thin node around :class:`ovman_mapping.visit_mapper.VisitMapper`: it converts each camera bundle
+(six topics synchronised by exact stamp, or one ``camera/bundle``, by ``node.camera_input``) to an
+Observation, fuses it into the open visit, and on ``mapping/finish_visit`` publishes the visit's map,
+latched, on ``ovman/map/visit<n>`` (``map`` frame, REP 103) with its markers. Ground truth is never
+subscribed to, and a frame's step is its stamp divided by ``node.step_dt``: the simulator's world
+step never reaches the mapping. Every order of service calls gets a reply; a bad frame is dropped
+with a warning and counted. Parameters: ``node_parameters(config, "mapping_node")``, read at start-up.
 """
 
 from __future__ import annotations
@@ -140,6 +102,8 @@ class MappingNode(GraphNode):
         self._finishing: tuple[int, Future[bool]] | None = None
         self.map_names = MapNames(time.time_ns())  # this run's maps, told from an earlier run's
         """The bundle count a running finish_visit waits for, and its future (True: reached)."""
+        # keep_all: lossless when a tour is published faster than it is fused, at the cost of buffering
+        # the frames not yet fused.
         frames_qos = qos.frames(settings.qos_depth, keep_all=settings.qos_keep_all)
         if self.camera_input == bundle.CAMERA_BUNDLE_OUTPUT:
             self.create_subscription(CameraBundle, names.CAMERA_BUNDLE, self._on_camera_bundle, frames_qos, raw=True)
@@ -172,6 +136,8 @@ class MappingNode(GraphNode):
     # ---------------------------------------------------------------- frames
 
     def _on_message(self, topic: str, message: Any) -> None:
+        # No visit open: counted and dropped before it is synchronised or decoded (a robot's camera
+        # keeps publishing between visits).
         if self.mapper.visit is None:
             if topic == bundle.RGB_TOPIC:
                 self.outside_visit += 1

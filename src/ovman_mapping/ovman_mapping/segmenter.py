@@ -1,23 +1,12 @@
 """Segmenters: instance segments with label distributions from one RGB-D frame.
 
-Input: RGB (uint8 (H, W, 3)), planar depth (float32 (H, W), metres, NaN where invalid) and the
-pinhole intrinsics. Output: a :class:`Segmentation`, an id image (int32 (H, W), 0 = no segment,
-k = the k-th segment) and per segment a label distribution over the vocabulary (label → share,
-summing to 1), a confidence in (0, 1] and optionally an embedding. Backends, chosen by
-``mapping.segmenter.kind``:
-
-- ``learned``: the project's network trained on embedded-world renders
-  (:mod:`ovman_mapping.learned_segmenter`); it reads RGB, depth and intrinsics only.
-- ``simulator``: the simulator's own instance masks and labels (``Observation.segments`` /
-  ``segment_labels``), one-hot. Only for the oracle arms and the ``sim_perception`` diagnostic:
-  it reads what a robot's camera does not give.
-
-- ``clip``: the learned network's class-agnostic proposals, labelled and embedded by open_clip
-  crop features (:mod:`ovman_mapping.clip_segmenter`; local weights on a workstation, and the
-  default on AI2-THOR, whose assets the learned network was not trained on).
-
-A segmenter is label-blind when :attr:`Segmenter.reads_simulator_segments` is False: it never
-touches ``Observation.segments``, ``segment_labels`` or ``segment_instances``.
+Input: RGB uint8 (H, W, 3), planar depth float32 (H, W) metres (NaN invalid) and pinhole intrinsics.
+Output: a :class:`Segmentation`: an int32 (H, W) id image (0 = none) and per segment a label
+distribution (summing to 1), a confidence in (0, 1] and optionally an embedding. Backends by
+``mapping.segmenter.kind``: ``learned`` and ``clip`` read RGB, depth and intrinsics only;
+``simulator`` reads the simulator's masks and labels (one-hot), for the oracle arms and the
+``sim_perception`` diagnostic only. A label-blind segmenter (:attr:`Segmenter.reads_simulator_segments`
+False) never touches ``Observation.segments``, ``segment_labels`` or ``segment_instances``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The learned segmenter's network: a small semantic-plus-boundary encoder-decoder (torch, CPU).
 
-Input: (B, 5, h, w) float32 at the network resolution (the camera image downsampled by
-``input_stride``): RGB in [0, 1] minus 0.5, depth in metres divided by :data:`DEPTH_SCALE` (0 where
-invalid) and the depth validity (0 or 1). Output: (B, K + 2, h / output_stride', w / ...) logits at
-``output_stride`` of the camera image: K + 1 classes (0 = no object of the vocabulary: walls,
-floor, doors) and one boundary logit, positive where two different instances touch.
-
-Three stride-2 stages (widths ``widths``; the last one's blocks dilated for context) and a decoder
-with skip connections back to the output resolution; batch norm is folded into the convolutions
-for inference (:func:`fold_batch_norm`), whose convolutions always run through oneDNN
-(:class:`OneDnnConv2d`), so a frame's logits are the same alone and in a batch, and whose decoder
-steps fold the nearest upsampling into a transposed convolution (:class:`UpConv`).
-Importing this module imports torch; :mod:`ovman_mapping.learned_segmenter` imports it lazily.
+Input: (B, 5, h, w) float32 at the network resolution: RGB in [0, 1] minus 0.5, depth in metres
+divided by :data:`DEPTH_SCALE` (0 where invalid) and the depth validity. Output: (B, K + 2, h', w')
+logits at ``output_stride`` of the camera image: K + 1 classes (0 = nothing of the vocabulary: walls,
+floor, doors) and one boundary logit, positive where two instances touch. For inference batch norm
+is folded into the convolutions, which always run through oneDNN (:class:`OneDnnConv2d`), so a
+frame's logits are the same alone and in a batch. Importing this module imports torch.
 """
 
 from __future__ import annotations
@@ -55,7 +49,9 @@ class UpBlock(nn.Sequential):
 
 
 class SegNet(nn.Module):
-    """See the module docstring. ``decoder_stages`` decoder steps bring the 1/8 features back to
+    """Three stride-2 encoder stages of ``widths`` and a decoder with skip connections; its
+    decoder steps fold the nearest upsampling into a transposed convolution for inference
+    (:class:`UpConv`). ``decoder_stages`` decoder steps bring the 1/8 features back to
     1/2**(3 - decoder_stages) of the network input; the last two blocks of the 1/8 stage are dilated
     by ``context_dilation`` and twice that (1: plain 3×3 convolutions)."""
 

@@ -1,18 +1,9 @@
-"""Text embeddings kept on disk, so that a process whose phrases were all embedded before never
-loads the language model (importing sentence-transformers and loading MiniLM costs ~7 s of CPU
-per process, and the benchmark graph has three such processes).
+"""Text embeddings kept on disk, so a process whose phrases were all embedded before loads no language model.
 
-One file per encoder identity, ``<directory>/<kind>-<identity>.npz``: arrays ``phrases`` (str,
-(N,)) and ``vectors`` (float64, (N, D), unit rows, exactly as the encoder returned them). The
-identity is a SHA-256 over the encoder's description, its text settings and the bytes of its model
-files, so another model, version, prompt or checkpoint gets another file. The first vector
-computed for a phrase is the one every later process reads (a batch's padding can move the last
-bits of a transformer's output; with the store, every process sees the same bits).
-
-Writes merge under an exclusive ``fcntl`` lock on ``<file>.lock`` and replace the file
-atomically: processes that embed at the same time lose nothing, and a reader never sees half a
-file. ``encoder.text_cache`` turns the store off; ``encoder.text_cache_dir`` moves it (empty:
-``$XDG_CACHE_HOME/ovman/text-embeddings``, else ``~/.cache/ovman/text-embeddings``).
+One ``<directory>/<kind>-<identity>.npz`` per encoder identity (a SHA-256 over the encoder's
+description, text settings and model files): ``phrases`` (str, (N,)) and ``vectors`` (float64,
+(N, D), unit rows, exactly as the encoder returned them). Writes merge under an exclusive ``fcntl``
+lock and replace the file atomically: concurrent writers lose nothing, a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -67,7 +58,9 @@ def identity(parts: Sequence[str], files: Iterable[Path]) -> str:
 
 
 class TextStore:
-    """Phrase → unit vector in ``directory/<kind>-<identity[:20]>.npz`` (see the module docstring)."""
+    """Phrase → unit vector in ``directory/<kind>-<identity[:20]>.npz``. The first vector computed for
+    a phrase is the one every later process reads: a batch's padding can move the last bits of a
+    transformer's output, and with the store every process sees the same bits."""
 
     def __init__(self, directory: Path, kind: str, identity_hex: str) -> None:
         self.path = Path(directory) / f"{kind}-{identity_hex[:20]}.npz"

@@ -1,13 +1,11 @@
 """The map of the open visit, fed one synchronised frame at a time (what mapping_node does, without ROS).
 
-A visit is opened with :meth:`VisitMapper.start`, receives frames with :meth:`VisitMapper.add`
-(fused at once by :class:`ovman_mapping.fusion.MapBuilder`, so closing the visit only runs the
-end-of-visit passes) and is closed by :meth:`VisitMapper.finish`, which returns the map and the
-stamp of every fused frame. Frames that arrive while no visit is open are counted and dropped.
-The mapper keeps the latest visit-1 map and its frames' depth (:class:`ovman_mapping.cross_visit.PriorVisit`,
-about 0.3 MB a frame at 320×240) until the next visit 1 starts: a visit 2 is mapped with it at
-hand, and its map carries the cross-visit free-space evidence.
-Not thread-safe: the node serialises calls. Frames: AI2-THOR world (see ovman_mapping.fusion).
+:meth:`VisitMapper.start` opens a visit, :meth:`VisitMapper.add` fuses each frame at once
+(:class:`ovman_mapping.fusion.MapBuilder`), :meth:`VisitMapper.finish` runs the end-of-visit passes
+and returns the map and every fused frame's stamp; frames while no visit is open are counted and
+dropped. The latest visit-1 map and its frames' depth are kept until the next visit 1, so a visit 2
+carries the cross-visit free-space evidence. Not thread-safe: the node serialises calls. Frames:
+AI2-THOR world (see ovman_mapping.fusion).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """A* on the 4-connected occupancy grid, and goal selection by the success test (TASK.md §3, §5.5).
 
 Cells are grid indices (ovman_core.grid: ``i`` along world x, ``j`` along world z); every edge
-costs one cell (``resolution`` metres). The heuristic is the Manhattan distance to the nearest
-goal cell (obstacles ignored): it never overestimates and changes by at most one per edge, so it
-is admissible and consistent and A* returns a shortest path to the nearest goal. (A bounding-box
-bound would also be admissible, but for the disc of cells around a target it ties on f over the
-whole rectangle between start and goals and A* would expand all of it.) Ties on f are
-broken by the smaller h, then by the smaller flat index, so a plan depends only on its inputs.
-
-The open list is a binary heap (:mod:`heapq`); the search loop is compiled with numba (``cache=True``, as in
-ovman_sim.render) and works on flat arrays: the grid padded with one occupied cell on every side,
-the heuristic per cell, and the blocked edges as a 4-bit mask of closed directions per cell.
-Validation and conversion stay in Python. Measured in ``benchmarks/bench_astar.py``.
+costs one cell (``resolution`` metres). The heuristic, the Manhattan distance to the nearest goal
+cell, is admissible and consistent, so A* returns a shortest path to the nearest goal; ties on f go
+to the smaller h, then the smaller flat index, so a plan depends only on its inputs. The search loop
+is compiled with numba (``cache=True``); validation and conversion stay in Python.
 """
 
 from __future__ import annotations
@@ -67,6 +60,8 @@ def shortest_path(
     width = n_z + 2
     padded = np.zeros((n_x + 2, width), dtype=np.uint8)
     padded[1:-1, 1:-1] = free.astype(bool, copy=False)
+    # Not a bounding-box bound (admissible too): for the disc of cells around a target it ties on f over
+    # the whole rectangle between start and goals, and A* would expand all of it.
     heuristic = _manhattan_to_nearest(goal_cells + 1, padded.shape).astype(np.int64, copy=False).ravel()
     is_goal = np.zeros(padded.size, dtype=np.uint8)
     is_goal[(goal_cells[:, 0] + 1) * width + goal_cells[:, 1] + 1] = 1

@@ -1,29 +1,11 @@
 """OvmanCommander: drive the OVMAN stack from a script, in the manner of nav2_simple_commander.
 
-    commander = OvmanCommander()
-    answer = commander.query("where was the vase before?")
-    if answer is not None and commander.goToAnswer(answer):
-        while not commander.isTaskComplete():
-            feedback = commander.getFeedback()
-        print(commander.getResult(), commander.getNavResult())
-
-``query`` calls ``ovman/query`` (ovman_interfaces/srv/Query); ``goToAnswer`` sends the answer's
-goal to nav_node's ``ovman/navigate`` action and returns once the goal is accepted or rejected
-(navigation continues in the background; a goal response lost to DDS's service discovery race is
-recovered from the action's status topic); ``isTaskComplete`` spins briefly and says whether it
-has ended; ``getResult`` gives SUCCEEDED / CANCELED / FAILED like BasicNavigator, and
-``getTaskError`` / ``getNavResult`` the Navigate error code and the SPL inputs. ``getPath`` is the
-plan nav_node published for the current goal. ``cancelTask`` cancels the running goal (its result
-is then CANCELED); ``updateTarget`` sends a newer estimate of a moving target to the running goal,
-optionally with its footprint now (nav_node's ``ovman/target_update``, ovman_interfaces/TargetUpdate;
-used when the goal was sent with ``target_may_move``).
-Positions are in ``map`` (REP 103), metres.
-Like every OVMAN node, its publisher and subscriptions warn of incompatible QoS
-(:class:`ovman_ros.spinning.GraphNode`; set ``OvmanCommander.qos_event_warnings = False`` before
-creating one for no event handlers).
-rclpy must be initialised (``rclpy.init()``) before a commander is created. The commander spins
-its own executor, or the ``executor`` it is given: a program with nodes of its own passes its
-executor so that one wait serves all of them (their callbacks run while the commander waits).
+``query`` calls ``ovman/query``; ``goToAnswer`` sends the answer's goal to nav_node's
+``ovman/navigate`` and returns once it is accepted or rejected; then ``isTaskComplete``,
+``getFeedback``, ``getResult`` (SUCCEEDED / CANCELED / FAILED, like BasicNavigator),
+``getTaskError``, ``getNavResult``, ``getPath``, ``cancelTask`` and ``updateTarget`` (a moving
+target's newer estimate). Positions are in ``map`` (REP 103), metres. rclpy must be initialised
+before a commander is created; it spins its own executor, or the ``executor`` it is given.
 """
 
 from __future__ import annotations
@@ -71,7 +53,18 @@ _STATUS_RESULT = {
 
 
 class OvmanCommander(GraphNode):
-    """Query and navigate client; see the module docstring. Not thread-safe: one caller."""
+    """Query and navigate client; see the module docstring. Not thread-safe: one caller.
+
+        commander = OvmanCommander()
+        answer = commander.query("where was the vase before?")
+        if answer is not None and commander.goToAnswer(answer):
+            while not commander.isTaskComplete():
+                feedback = commander.getFeedback()
+            print(commander.getResult(), commander.getNavResult())
+
+    A program with nodes of its own passes its executor, so that one wait serves all of them. Set
+    ``OvmanCommander.qos_event_warnings = False`` before creating one for no QoS event handlers.
+    """
 
     def __init__(
         self,

@@ -1,26 +1,12 @@
 """Executing a plan with the world's primitives: rotate, move ahead, replan, stop (TASK.md §3, §5.5).
 
-Frame: AI2-THOR world (metres; floor (x, z); yaw in degrees clockwise from above, 0 facing +z).
-The grid is built once per navigation from the world's reachable positions (recomputed by the
-world after the change). A MoveAhead that collides blocks that grid edge and triggers a replan;
-when the target may move (moving episodes), a blocked edge expires ``block_expiry_steps`` world
-steps after the collision, since the obstacle may have been the mover. A newer target estimate
-farther than ``retarget_distance`` from the current one triggers a replan. The run stops with a
-Stop action as soon as the success geometry (Eq. 4) holds for the current estimate with the
-*aim radius*: R − ``approach_margin``, so that a stop just inside R of an estimate a few
-centimetres off still succeeds against the true region, or R itself when no cell within the
-tighter radius can be reached (a region in a corner, a blocked approach).
-
-Step accounting: every primitive action counts, Stop included; the last action of the budget is
-reserved for Stop, so at most ``max_steps − 1`` motions are executed.
-
-Action sequences: when the world can execute several actions in one request
-(:class:`SequenceWorld`, e.g. sim_node over DDS) and the target cannot change (no target
-updates), the run predicts the actions its plan leads to, with the pose each should reach, up to
-``sequence_actions`` of them, the first pose that passes the success test, or the end of the step
-budget, and sends them together. The world stops after the first action that fails, collides or
-ends anywhere but its predicted pose, so the run goes on from exactly the state one action at a
-time would have reached: results are the same, with one round trip per sequence.
+Frame: AI2-THOR world (metres; floor (x, z); yaw in degrees clockwise from above, 0 facing +z). The
+grid is built once per navigation from the world's reachable positions. A colliding MoveAhead blocks
+its grid edge and triggers a replan (for a target that may move, the block expires after
+``block_expiry_steps`` world steps: the obstacle may have been the mover); so does a newer estimate
+farther than ``retarget_distance``. The run stops as soon as the success geometry (Eq. 4) holds with
+the aim radius R − ``approach_margin`` (R when no tighter cell can be reached). Every action counts,
+Stop included; the budget's last action is reserved for Stop.
 """
 
 from __future__ import annotations
@@ -243,7 +229,13 @@ def navigate(
     on_progress: Callable[[NavProgress], None] | None = None,
     on_plan: Callable[[list[Vec2]], None] | None = None,
 ) -> NavResult:
-    """Drive ``world`` to ``target`` with A* on its reachable grid; see the module docstring.
+    """Drive ``world`` to ``target`` with A* on its reachable grid.
+
+    When the world executes several actions in one request (:class:`SequenceWorld`) and the target
+    cannot change, the actions the plan leads to go together (up to ``sequence_actions``, the first
+    pose that passes the success test, or the end of the budget); the world stops after the first
+    that fails, collides or ends off its predicted pose, so the results are those of one action at
+    a time, with one round trip per sequence.
 
     ``target_updates`` is polled before every action: a callable, or an iterator (one item per
     poll; an exhausted iterator means no newer estimates). ``should_cancel`` is polled too.
@@ -298,7 +290,8 @@ class _Run:
         self.excluded_goals: set[Cell] = set()
         self.path: tuple[Cell, ...] | None = None
         self.planned_for: Vec2 | None = None  # target point of the current plan
-        # The stop and planning radius: R − approach_margin until no such cell can be reached.
+        # The stop and planning radius: R − approach_margin until no such cell can be reached, so that a
+        # stop just inside R of an estimate a few centimetres off still succeeds against the true region.
         self.aim_radius = settings.success_radius - settings.approach_margin
         # True while every route is blocked by edges that will expire: turn in place until one does.
         self.waiting = False

@@ -1,16 +1,11 @@
 """The ``navigation.backend: nav2`` adapter: navigate through Nav2's BasicNavigator.
 
-On a robot or a workstation with Nav2, the goal goes to ``nav2_simple_commander``'s
-``BasicNavigator`` (goToPose, isTaskComplete, getFeedback, getResult, cancelTask) instead of the
-built-in A* executor; the result is the same :class:`~ovman_nav.executor.NavResult`. The
-success geometry (Eq. 4) is still ours: the run ends as soon as the robot's feedback pose is
-within R of the target region, and a newer target estimate farther than ``retarget_distance``
-preempts the goal (Nav2 accepts a new goal while one is running).
-
-Frames: targets and results in the AI2-THOR world frame (floor (x, z), metres) like the rest of
-the core; goals and feedback poses in ``map`` (REP 103), converted with ovman_core.frames.
-``nav2_simple_commander`` and ``geometry_msgs`` are imported only when used, so this module
-imports anywhere; rclpy must be initialised before :func:`basic_navigator` is called.
+The goal goes to ``nav2_simple_commander``'s BasicNavigator instead of the built-in A* executor;
+the result is the same :class:`~ovman_nav.executor.NavResult`. The success geometry (Eq. 4) stays
+ours: the run ends once the feedback pose is within R of the target region, and a newer estimate
+farther than ``retarget_distance`` preempts the goal. Targets and results: AI2-THOR world (floor
+(x, z), metres); goals and feedback poses: ``map`` (REP 103). ``nav2_simple_commander`` and
+``geometry_msgs`` are imported only when used; rclpy must be initialised before :func:`basic_navigator`.
 """
 
 from __future__ import annotations

@@ -1,42 +1,12 @@
 """nav_node: the ``ovman/navigate`` action server (ovman_interfaces/action/Navigate).
 
-A thin node: it converts goals, target updates and results between REP 103 messages (``map``
-frame) and the core's AI2-THOR world frame (:mod:`ovman_nav.nav_messages`), and calls
-:func:`ovman_nav.executor.navigate` (``navigation.backend: builtin``) or
-:class:`ovman_nav.nav2_backend.Nav2Backend` (``nav2``, aimed by
-:func:`ovman_nav.goal_choice.nearest_success_cell`). Every name is relative (:mod:`ovman_ros.names`).
-
-Interfaces:
-- action ``ovman/navigate`` (Navigate): one goal at a time (a goal sent while one runs is
-  rejected); cancellable; Nav2-style feedback after an action, at most once per
-  ``navigation.feedback_period_s``; enumerated error codes.
-- ``ovman/target_update`` (ovman_interfaces/TargetUpdate, ``map``): newer estimates of a moving
-  target, used while the current goal has ``target_may_move``. This is how a running goal is
-  re-targeted (OvmanCommander.updateTarget publishes here): an update carries no goal id and
-  applies to the goal running when it arrives (one at a time); the newest one wins, its region
-  (``has_region``) becomes the target's footprint, or else the goal's region follows the point;
-  one farther than ``navigation.retarget_distance`` triggers a replan. An update in another
-  frame, or with a non-finite point or an empty region, is dropped with a warning.
-  Updates received before a goal starts are discarded. With the goal's ``update_every_step`` (and
-  sim_node as the world) the client sends one update per frame, stamped with the frame's stamp,
-  and nav_node waits before each action for the update of its previous action's frame (NO_TARGET
-  after ``navigation.sim_timeout_s``), so the run does not depend on when updates arrive. There is
-  no Nav2-style preemption: to change to an unrelated goal, cancel the running one and send the
-  new goal.
-- ``ovman/plan`` (nav_msgs/Path, ``map``, transient local): every new plan.
-- ``map`` (nav_msgs/OccupancyGrid, transient local): the reachable grid at each goal, published
-  only when no other node (sim_node) publishes ``map``.
-
-The World the builtin backend drives: the one it is given (``python -m ovman_eval.graph.nav_in_world``
-gives it a world of ``sim_node.world.kind`` with ``navigation.scene`` loaded: ovman_nav never imports
-the simulator), else sim_node's over DDS (:class:`ovman_nav.sim_client.SimNodeWorld`: actions
-through ``sim/act``, or, for a fixed target, the predicted actions of the plan through
-``sim/act_sequence``, up to ``navigation.sequence_actions`` per round trip; the reachable grid
-from sim_node's latched ``map``, the pose from ``odom``, volatile). A goal finding neither aborts
-with SIM_FAILURE. A cancel takes effect once the running sequence has been executed.
-
-Parameters: every key of ``ovman_core.config.node_parameters(config, "nav_node")`` under the
-same dotted name; the config file is ``$OVMAN_CONFIG`` or the default one.
+A thin node: it converts goals, target updates and results between REP 103 ``map`` messages and
+the core's AI2-THOR world frame (:mod:`ovman_nav.nav_messages`) and runs the builtin executor or
+Nav2 (``navigation.backend``). One goal at a time; a running goal is re-targeted through
+``ovman/target_update`` (the newest wins); there is no Nav2-style preemption. It publishes
+``ovman/plan`` and, unless another node does, ``map`` (latched). It drives the world it is given, else
+sim_node's over DDS (:class:`ovman_nav.sim_client.SimNodeWorld`): ovman_nav never imports the simulator.
+Parameters: ``node_parameters(config, "nav_node")``, read at start-up. Every name is relative.
 """
 
 from __future__ import annotations
@@ -112,7 +82,15 @@ _FIXED_PARAMETERS = (
 
 
 class NavNode(GraphNode):
-    """Navigate action server; see the module docstring."""
+    """Navigate action server; see the module docstring.
+
+    A target update carries no goal id and applies to the goal running when it arrives; one in
+    another frame, non-finite or with an empty region is dropped with a warning, and those received
+    before a goal starts are discarded. With the goal's ``update_every_step`` (sim_node as the world)
+    the node waits before each action for the update of its previous action's frame (NO_TARGET after
+    ``navigation.sim_timeout_s``), so a run does not depend on when updates arrive. A cancel takes
+    effect once the running action sequence has been executed; a goal finding no world aborts with
+    SIM_FAILURE."""
 
     sim: SimNodeWorld | None = None
     """sim_node's world over DDS (None until made, and when the node drives another world); a class

@@ -1,19 +1,9 @@
 """The arms of the error budget (TASK.md §6), each a function from its inputs to a Prediction.
 
-| arm | inputs |
-|---|---|
-| two_visit | both maps (the reference agent), given the category and the relation |
-| two_visit_text | both maps, given the query's text: the parser infers the noun phrase and relation |
-| sim_perception | the agent on maps built from the simulator's segments (a diagnostic: what perception costs) |
-| single_visit | the visit-2 map only: a seeded pick among the grounded instances, with its success probability |
-| oracle_grounding | the agent's own maps, each instance grounded by its true category (the majority of its points) |
-| oracle_positions | the ground-truth world states: positions and identities; the decision rules still run |
-| given_answer | the true answer point (the certification oracle) |
-| category_only | the visit-2 map: the best instance of the category (ObjectNav behaviour) |
-| maintained_map | one map maintained across both visits (DualMap's reading), grounded as oracle_grounding |
-| external | an agent outside OVMAN, through the ROS graph only: its own maps of the played visits, its own answer |
-
-Frames: AI2-THOR world (metres); points are floor (x, z).
+From the reference agent on both maps down to the true answer, each arm hands the agent one more
+piece of ground truth or takes one away (:class:`Arm` says what each reads); ``external`` is an agent
+outside OVMAN, evaluated through the ROS graph only. Frames: AI2-THOR world (metres); points are
+floor (x, z).
 """
 
 from __future__ import annotations
@@ -41,16 +31,16 @@ from ovman_query.parser import ParseError, Query
 class Arm(str, enum.Enum):
     """Arm names as used in config ``benchmark.arms`` and results."""
 
-    TWO_VISIT = "two_visit"
-    TWO_VISIT_TEXT = "two_visit_text"
-    SIM_PERCEPTION = "sim_perception"
-    SINGLE_VISIT = "single_visit"
-    ORACLE_GROUNDING = "oracle_grounding"
-    ORACLE_POSITIONS = "oracle_positions"
-    GIVEN_ANSWER = "given_answer"
-    CATEGORY_ONLY = "category_only"
-    MAINTAINED_MAP = "maintained_map"
-    EXTERNAL = "external"
+    TWO_VISIT = "two_visit"  # both maps (the reference agent), given the category and the relation
+    TWO_VISIT_TEXT = "two_visit_text"  # both maps, given the query's text: the parser infers phrase and relation
+    SIM_PERCEPTION = "sim_perception"  # maps of the simulator's segments (a diagnostic: what perception costs)
+    SINGLE_VISIT = "single_visit"  # the visit-2 map: a seeded pick among the grounded, with its success probability
+    ORACLE_GROUNDING = "oracle_grounding"  # the agent's maps, each instance grounded by its true category
+    ORACLE_POSITIONS = "oracle_positions"  # ground-truth positions and identities; the decision rules still run
+    GIVEN_ANSWER = "given_answer"  # the true answer point (the certification oracle)
+    CATEGORY_ONLY = "category_only"  # the visit-2 map: the best instance of the category (ObjectNav behaviour)
+    MAINTAINED_MAP = "maintained_map"  # one map maintained across both visits (DualMap), grounded as oracle_grounding
+    EXTERNAL = "external"  # an agent outside OVMAN, through the graph only: its own maps and answer
 
 
 BUILT_IN_ARMS: tuple[Arm, ...] = tuple(a for a in Arm if a is not Arm.EXTERNAL)

@@ -1,38 +1,12 @@
 """Cross-visit association of instances: two-stage Hungarian assignment (TASK.md §5.2).
 
-Feature dissimilarity of instances a (visit 1) and b (visit 2), from their appearance cues
-(:data:`CUES`): ``δ(a, b) = 1 − ((1 − w_c − w_x)·⟨f_a, f_b⟩ + w_c·BC(h_a, h_b) + w_x·X(a, b))``,
-``w_c = association.colour_weight``, ``w_x = association.extent_weight``, with unit features ``f``,
-colour histograms ``h`` (BC = Bhattacharyya coefficient) and the extent likeness X of their boxes.
-The weights select the variant (embedding, colour or extent alone, a mix, or weights fitted by
-``ovman fit-appearance``).
-
-1. **Stayed**: cost ``feature_weight·δ + distance_weight·‖p_a − p_b‖`` (3D, metres), only for pairs
-   closer than ``stay_distance_gate`` with ``δ ≤ stay_max_dissimilarity``.
-2. **Relocated**: the instances left over, cost ``δ`` alone, only pairs with
-   ``δ ≤ relocation_max_dissimilarity``.
-
-Each stage is one ``scipy.optimize.linear_sum_assignment``; forbidden pairs carry a prohibitive
-cost and are dropped after the solve. Unmatched visit-1 instances are removal candidates and
-unmatched visit-2 instances appearance candidates.
-
-**Seen changes only.** When the visit-2 map carries cross-visit free-space evidence
-(``InstanceMap.prior``, :mod:`ovman_mapping.cross_visit`) and ``association.require_seen_change`` is
-set, a change is claimed only where the other visit saw it: a visit-1 instance whose place visit 2
-saw empty (*gone*) cannot have stayed, nor a visit-2 instance whose place visit 1 saw empty (*new*);
-a relocation pairs a gone instance with a new one; an unmatched instance is a removal only if gone
-and an arrival only if new. The other unmatched instances (the other visit did not see their place
-empty: a spurious segment on a surface that is still there, or a place too small or too thin for
-depth to tell, or never looked at) are *unconfirmed*: no change is claimed for them. Without
-evidence every unmatched instance is a candidate, as in the paper.
-
-3. **Unseen relocations** (only with evidence): stage two's solve, without the evidence, over the
-   instances stages one and two left unmatched. These pairs are not changes (nor in the change
-   set); the decision rules fall back on them, and on the unconfirmed instances, only when no seen
-   change answers a query (:mod:`ovman_query.decisions`).
-
-Positions are the instances' positions in the AI2-THOR world frame; displacement is the floor
-distance ``|π p2 − π p1|``.
+Stage one pairs instances that **stayed** (close in 3D and alike), stage two pairs the rest as
+**relocated** (alike anywhere); unmatched visit-1 instances are removal candidates, unmatched
+visit-2 ones appearance candidates. With the visit-2 map's cross-visit evidence and
+``association.require_seen_change``, a change is claimed only where the other visit saw it; the
+other unmatched instances are *unconfirmed*, and a third stage pairs them as unseen relocations,
+a fallback of the decision rules, never a change. Positions: AI2-THOR world frame; displacement
+is the floor distance.
 """
 
 from __future__ import annotations
@@ -83,8 +57,9 @@ class MatchedPair:
 @dataclasses.dataclass(frozen=True)
 class Association:
     """The change set between two visits; ``unconfirmed``: unmatched instances of either visit
-    (visit-1 uids first) that the other visit did not see change; ``unseen``: stage-three pairs
-    (see the module docstring)."""
+    (visit-1 uids first) that the other visit did not see change; ``unseen``: stage-three pairs,
+    not changes (nor in the change set), which the decision rules fall back on only when no seen
+    change answers a query."""
 
     pairs: tuple[MatchedPair, ...]
     removed: tuple[str, ...]
@@ -143,7 +118,7 @@ def appearance_cues(map1: InstanceMap, map2: InstanceMap) -> dict[str, np.ndarra
 def feature_dissimilarity(
     map1: InstanceMap, map2: InstanceMap, colour_weight: float, extent_weight: float = 0.0
 ) -> np.ndarray:
-    """(N1, N2) matrix of δ (see the module docstring): ``1 − ((1 − w_c − w_x)·embedding + w_c·colour
+    """(N1, N2) matrix of the feature dissimilarity δ: ``1 − ((1 − w_c − w_x)·embedding + w_c·colour
     + w_x·extent)``, with the cues of :func:`appearance_cues`."""
     cues = appearance_cues(map1, map2)
     mix = (1.0 - colour_weight - extent_weight) * cues["embedding"] + colour_weight * cues["colour"]
@@ -159,7 +134,16 @@ def _solve(cost: np.ndarray, allowed: np.ndarray) -> list[tuple[int, int]]:
 
 def associate(map1: InstanceMap, map2: InstanceMap, config: AssociationConfig) -> Association:
     """Two-stage Hungarian association of ``map1`` (visit 1) and ``map2`` (visit 2), with stage
-    three when ``map2`` carries cross-visit evidence (see the module docstring)."""
+    three when ``map2`` carries cross-visit evidence.
+
+    1. Stayed: cost ``feature_weight·δ + distance_weight·‖p_a − p_b‖`` (3D, metres), only pairs
+       closer than ``stay_distance_gate`` with ``δ ≤ stay_max_dissimilarity``.
+    2. Relocated: the instances left over, cost δ, only pairs with ``δ ≤ relocation_max_dissimilarity``.
+    3. Unseen (with evidence only): stage two without the evidence, over what is still unmatched.
+
+    With evidence, an instance seen gone (visit 1) or new (visit 2) cannot have stayed, a relocation
+    pairs a gone instance with a new one, and an unmatched instance is a removal only if gone and an
+    arrival only if new. Forbidden pairs get :data:`FORBIDDEN` and are dropped after each solve."""
     uids1 = [i.uid for i in map1]
     uids2 = [i.uid for i in map2]
     p1, p2 = map1.positions(), map2.positions()

@@ -1,19 +1,12 @@
 """The change set between two visits' maps, from their association (what query_node publishes).
 
-One entry per matched pair and per unmatched instance:
-
-- a pair whose visit-2 instance carries the motion attribute is ``MOVING``; otherwise a pair is
-  ``MOVED`` when its floor displacement is at least ``task.min_displacement`` (Δmin) and
-  ``STAYED`` below (TASK.md §1 calls an instance moved only from Δmin on);
-- an unmatched visit-1 instance is ``REMOVED``; an unmatched visit-2 instance is ``APPEARED``, or
-  ``MOVING`` when it carries the motion attribute;
-- an unconfirmed instance (unmatched, but the other visit did not see its place empty: see
-  :mod:`ovman_query.association`) is no change and is not listed, unless it is a visit-2 instance
-  with the motion attribute (``MOVING``: its own frames saw it move).
-
-Costs: a pair's cost in its association stage; an unmatched instance gets the stage-two gate
-``association.relocation_max_dissimilarity`` (every pairing it had was at least that dissimilar).
-Positions: AI2-THOR world frame (metres); displacement is the floor distance.
+One entry per matched pair and per unmatched instance: a pair is ``MOVING`` when its visit-2
+instance carries the motion attribute, else ``MOVED`` from a floor displacement of
+``task.min_displacement`` (Δmin) on and ``STAYED`` below; an unmatched visit-1 instance is
+``REMOVED``, an unmatched visit-2 one ``APPEARED`` (``MOVING`` with the motion attribute).
+Unconfirmed instances are no change and are not listed, unless a visit-2 one moves. An unmatched
+instance's cost is the stage-two gate ``association.relocation_max_dissimilarity``. Positions:
+AI2-THOR world frame (metres); displacement is the floor distance.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The decision rules (Eq. 9, TASK.md §5.4): from grounded instances and the change set to a point.
 
-Over grounded instances only (a matched pair counts as grounded when both of its instances are
-grounded in their own visit):
-
-- moved / former: the grounded relocated pair with the largest displacement ≥ Δmin → its visit-2 /
-  visit-1 position;
-- removed: a grounded unmatched visit-1 instance → its visit-1 position;
-- appeared: a grounded unmatched visit-2 instance → its visit-2 position;
-- stable: the grounded matched pair with displacement ≤ τ and the highest score → visit-2 position;
-- moving: the grounded visit-2 instance with the motion attribute (the most recently seen one) →
-  its latest observed position.
-
-Changes the other visit saw come first (cross-visit evidence, :mod:`ovman_query.association`):
-when no grounded seen change answers a moved/former query, the rule takes the grounded unseen
-relocations (stage three); a removed/appeared query, the grounded unconfirmed instances of its
-visit. The explanation says so. No candidate → abstain (``Prediction.point`` is None).
-Ties are broken by score, then support (sightings), then uid, so the rules are deterministic.
-Positions: AI2-THOR world frame (metres); predicted points are floor points (x, z).
+Over grounded instances only (a pair counts when both are grounded): moved / former → the relocated
+pair with the largest displacement ≥ Δmin, its visit-2 / visit-1 position; removed → an unmatched
+visit-1 instance; appeared → an unmatched visit-2 one; stable → the pair with displacement ≤ τ and
+the highest score, its visit-2 position; moving → the visit-2 instance with the motion attribute, its
+latest position. Seen changes come first; unseen relocations and unconfirmed instances are the
+fallback, and the explanation says so. No candidate → abstain; ties by score, support, then uid.
+Positions: AI2-THOR world (metres); predicted points are floor (x, z).
 """
 
 from __future__ import annotations

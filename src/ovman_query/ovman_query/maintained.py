@@ -1,35 +1,10 @@
-"""One map maintained across both visits, in the manner of DualMap, and what it can answer (issue 25;
-the paper's Fig. 4: a maintained map against reading the same observations as two visits).
+"""One map maintained across both visits, in the manner of DualMap, and what it can answer (the paper's Fig. 4).
 
-A maintained map keeps the current state of the world only. Visit 2 updates the map visit 1 left:
-
-- an instance **re-observed** where it was (the association's stage one, the same place and look)
-  is updated: its position becomes the visit-2 observation; it is known since visit 1;
-- a visit-2 observation that matches nothing at its place is a **new** instance (known since visit
-  2). A relocated object is one of these: matching is by place, as in DualMap, so the link to where
-  it stood is not kept and that **superseded position is dropped**;
-- a visit-1 instance **no longer seen where it was expected** (visit 2's frames saw its place
-  empty: the cross-visit evidence, ``InstanceMap.prior.gone``) is **removed**;
-- a visit-1 instance visit 2 neither re-observed nor saw gone is **retained** as it was (stale:
-  last seen in visit 1).
-
-The maps are the per-visit maps the two-visit agent reads: built online frame by frame from the
-same observations (:mod:`ovman_mapping.fusion`), with the cross-visit evidence visit 2's mapper
-gathered (:mod:`ovman_mapping.cross_visit`), so the two readings differ in what the map keeps, not
-in what was seen. Without that evidence nothing is seen gone and every unmatched visit-1 instance
-is retained.
-
-Queries are answered from the maintained map alone, as well as it can (:func:`answer`):
-
-- stable: a grounded entry known since visit 1 and re-observed in place → its position;
-- appeared and moved: a grounded entry first seen in visit 2 (the map cannot tell an arrival from a
-  relocated object) → its position;
-- moving: a grounded entry with the motion attribute (the most recently seen) → its latest
-  observed position;
-- former and removed: only what the map retains of visit 1, the grounded stale entries → the
-  position it keeps for them; removed instances and superseded positions are gone from the map.
-
-No candidate → abstain. Ties: score, then support (sightings), then uid. Frames: AI2-THOR world,
+It keeps the current state of the world only: visit 2 updates the map visit 1 left, re-observing
+instances in place, adding new ones, removing those it saw gone (the cross-visit evidence) and
+retaining the rest as stale. Matching is by place, so a relocated object is a new entry and its
+superseded position is dropped. The maps are the same per-visit maps the two-visit agent reads, so
+the two readings differ in what the map keeps, not in what was seen. Frames: AI2-THOR world,
 metres; predicted points are floor points (x, z).
 """
 
@@ -83,7 +58,8 @@ class MaintainedMap:
 
 
 def maintain(map1: InstanceMap, map2: InstanceMap, association: Association) -> MaintainedMap:
-    """Visit 2's update of the map visit 1 left (see the module docstring): ``association`` is the
+    """Visit 2's update of the map visit 1 left (without cross-visit evidence nothing is seen gone,
+    and every unmatched visit-1 instance is retained): ``association`` is the
     agent's association of ``map1`` and ``map2``, of which only the stage-one pairs (re-observed in
     place) are read; the cross-visit evidence is ``map2.prior``."""
     reobserved = {p.uid1: p.uid2 for p in association.pairs if p.stage == STAGE_STAYED}
@@ -130,7 +106,10 @@ def answer(
     grounding: Mapping[int, Grounding],
     arm: str,
 ) -> Prediction:
-    """The maintained map's answer (see the module docstring). ``grounding``: per visit (1, 2), the
+    """The maintained map's answer from the map alone, by :data:`RULES`: stable, a grounded
+    re-observed entry; appeared and moved, a grounded new one; moving, the grounded entry with the
+    motion attribute (its latest position); former and removed, only grounded stale entries. No
+    candidate: abstain; ties: score, then support, then uid. ``grounding``: per visit (1, 2), the
     grounding of that visit's map; an entry is grounded by the grounding of the visit it was last
     updated from."""
     wording, known = RULES[relation]

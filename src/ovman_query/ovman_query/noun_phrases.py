@@ -1,25 +1,11 @@
 """The object a query names: its noun phrase, read from the words left over by the cues.
 
-Any noun phrase is accepted, not only the benchmark's category names: grounding embeds it against
-the map instances (:mod:`ovman_query.grounding`). The noun phrase is a **run of content words**:
-words that are not function words, not part of a relation cue (:mod:`ovman_query.relation_cues`),
-and not one of :data:`NOT_OBJECTS` (request verbs, places, times, fillers). So "find the chair
-nobody touched" gives ``chair``, "head to the place the mug was before it vanished" gives ``mug``
-(``place`` is not an object), "the moving toy car" gives ``toy car`` and "the red coffee mug that
-moved" gives ``red coffee mug``.
-
-- A possessive is dropped (``the vase's old spot`` gives ``vase``); punctuation ends a run.
-- Rooms, parts of a house and people (:data:`SETTING`) are no noun phrase on their own (``the
-  kids moved the remote`` gives ``remote``) but may qualify one (``wall clock``, ``vacuum
-  cleaner``).
-- Words ending in ``-ed`` (five letters or more), and in ``-ing`` after a subject or auxiliary
-  (``someone dragging``), are taken for verbs unless a category name holds them.
-- Words that fall between the words of a cue (``took the chair out``) are not part of it.
-- Of several runs, the first that holds a category name wins (``the kids' friend moved the vase``
-  gives ``vase``), else the first.
-
-The category is the benchmark category whose surface name the whole noun phrase is (``couch`` →
-``Sofa``), else None: ``rocking chair`` keeps its own words and is grounded as such.
+Any noun phrase is accepted, not only the benchmark's categories (grounding embeds it). The noun
+phrase is a **run of content words**: not function words, not part of a relation cue, not one of
+:data:`NOT_OBJECTS` ("find the chair nobody touched" → ``chair``, "the red coffee mug that moved" →
+``red coffee mug``). Possessives are dropped, punctuation ends a run, :data:`SETTING` words only
+qualify one, likely verbs are skipped, and of several runs the first holding a category name wins.
+Its category is the benchmark category whose surface name the whole phrase is, else None.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Parse a free-text change query into (noun phrase, relation, confidence).
 
-1. **Words** (:mod:`ovman_query.query_text`): Unicode-normalised, contractions expanded, cue-word
-   typos repaired. Text longer than ``parser.max_text_length`` characters, or with no word at
-   all, is refused.
-2. **Relation** (:mod:`ovman_query.relation_cues`): cues with negation and scope ("wasn't here",
-   "nobody touched", "no longer", "still", "used to"). When no cue says anything, the sentence
-   model reads it (``parser.fallback``): the query with its noun phrase replaced by ``something``
-   is embedded by the agent's text encoder (MiniLM by default) and compared with the centroid of
-   each relation's training phrasings; the nearest centroid is the relation, its confidence the
-   softmax over ``parser.fallback_scale`` × cosine. Below ``parser.fallback_min_confidence`` the
-   text fails to parse.
-3. **Noun phrase** (:mod:`ovman_query.noun_phrases`): the first run of content words, any noun
-   phrase; its category when it is exactly a benchmark category's surface name, else None.
-
-A parse failure (:class:`ParseError`) happens only when no relation or no noun phrase can be read,
-and its message says which. :func:`held_out_report` scores the parser on the held-out phrasings
-(:mod:`ovman_query.surface_forms`), which it never learned from.
+Words (:mod:`ovman_query.query_text`: normalised, contractions expanded, cue typos repaired), then
+the relation from cues with negation and scope (:mod:`ovman_query.relation_cues`), falling back on
+the sentence model when no cue says anything, then the noun phrase (:mod:`ovman_query.noun_phrases`).
+A parse fails (:class:`ParseError`, saying which) only when no relation or no noun phrase can be
+read, or the text is empty or longer than ``parser.max_text_length``. :func:`held_out_report` scores
+the parser on held-out phrasings (:mod:`ovman_query.surface_forms`), which it never learned from.
 """
 
 from __future__ import annotations
@@ -70,7 +60,9 @@ class Query:
 
 class RelationCentroids:
     """The sentence-model fallback: one unit centroid per relation of its training phrasings,
-    embedded lazily on first use (see the module docstring)."""
+    embedded lazily on first use. The query, its noun phrase replaced by ``something``, is embedded
+    by the agent's text encoder; the nearest centroid is the relation, its confidence the softmax over
+    ``parser.fallback_scale`` × cosine (below ``parser.fallback_min_confidence`` the text fails)."""
 
     def __init__(self, embed: TextEmbedder, phrasings: Mapping[Relation, Iterable[str]], scale: float) -> None:
         self.embed = embed

@@ -1,13 +1,9 @@
-"""ROS messages of ovman_query, built from core values; the only module of the package that imports
-message packages (never rclpy), so every conversion is unit-testable without a graph.
+"""ROS messages of ovman_query, built from core values; never imports rclpy.
 
-- ``ovman_interfaces/srv/Query`` request → :class:`ovman_query.query_requests.QueryRequest`, and
-  :class:`ovman_query.query_requests.QueryOutcome` → response;
-- the change set (:mod:`ovman_query.change_set`) → ``ovman_interfaces/ChangeSet``;
-- the answer → ``visualization_msgs/MarkerArray`` for RViz.
-
-Frames: the core works in AI2-THOR's world frame (metres, y up); messages are REP 103 in ``map``.
-Floor points (x, z) become ``map`` points on the floor (z = 0) through :mod:`ovman_core.frames`.
+The only module of the package that imports message packages, so every conversion is unit-testable
+without a graph: the Query request and response, the change set (``ovman_interfaces/ChangeSet``) and
+the answer markers (MarkerArray). Frames: the core's AI2-THOR world (metres, y up) → REP 103 ``map``;
+floor points (x, z) become ``map`` points on the floor (z = 0) through :mod:`ovman_core.frames`.
 """
 
 from __future__ import annotations

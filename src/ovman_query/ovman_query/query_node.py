@@ -1,22 +1,12 @@
 """query_node: ``ovman/query`` served from the two latest visit maps through the reference agent.
 
-A thin node around :func:`ovman_query.query_requests.answer_query`:
-
-- subscribes (transient local) to ``ovman/map/visit1`` and ``ovman/map/visit2``
-  (ovman_interfaces/InstanceMap, published by mapping_node) and keeps the latest of each; a map
-  that is too large (``limits.max_map_instances``), not finite or out of range
-  (``limits.max_coordinate``) is refused, and the refusal replaces the visit's older map: queries
-  that need it get NO_MAP naming why, never an answer from an older map of another episode;
-- serves ``ovman/query`` (ovman_interfaces/srv/Query): free text, or category + relation, and
-  the arm; the status is always set (ANSWERED, ABSTAINED, PARSE_FAILED, NO_MAP, INVALID_REQUEST);
-- publishes, latched, ``ovman/answer/markers`` (visualization_msgs/MarkerArray: DELETEALL, then
-  the answer disc and text when answered) after every query, and ``ovman/changes``
-  (ovman_interfaces/ChangeSet) whenever it holds a new pair of maps: a visit-2 map and the visit-1
-  map it follows (:func:`ovman_query.query_requests.second_visit_of`).
-
-Parameters: every key of ``ovman_core.config.node_parameters(config, "query_node")``, plus the
-``encoder.*`` keys of mapping_node (queries must be embedded with the encoder that built the
-maps), under their dotted names; read at start-up. Frames: REP 103 ``map`` on the wire.
+A thin node around :func:`ovman_query.query_requests.answer_query`: it keeps the latest
+``ovman/map/visit1`` and ``visit2`` (transient local); a map too large, not finite or out of range is
+refused, and the refusal replaces the visit's older map, so no query is answered from another
+episode's map. It publishes, latched, the answer markers after every query and ``ovman/changes``
+for every new pair of maps. It never receives ground truth. Parameters: ``node_parameters(config,
+"query_node")`` plus mapping_node's ``encoder.*`` (queries are embedded with the maps' encoder), read
+at start-up. Frames: REP 103 ``map`` on the wire.
 """
 
 from __future__ import annotations

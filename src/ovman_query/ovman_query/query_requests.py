@@ -1,28 +1,10 @@
 """One ``/ovman/query`` request answered from the visit maps: what query_node does, without ROS.
 
-:func:`answer_query` checks, in this order, and stops at the first problem:
-
-1. the request: an arm of :class:`ovman_query.arms.Arm` (empty = two_visit) the node can serve;
-   no field longer than ``parser.max_text_length`` characters; either free text, or a category
-   and a relation, never both (two_visit_text: free text only; whitespace-only text is no text)
-   → ``INVALID_REQUEST``;
-2. free text parses (:class:`ovman_query.parser.QueryParser`: a relation and a noun phrase can
-   be read) → else ``PARSE_FAILED``;
-3. the maps the arm needs are there (the latest one received for each visit was not refused, see
-   :class:`RejectedMap`), were built with the agent's encoder, and the visit-2 map is the second
-   visit of the visit-1 map (:func:`second_visit_of`: so both belong to one episode) → else ``NO_MAP``;
-4. every excluded id is an instance of the visit-2 map → else ``INVALID_REQUEST``;
-
-then runs the arm: ``ANSWERED`` with a point, or ``ABSTAINED`` (also when nothing in the maps
-scores ``grounding.min_score`` against the noun phrase). The arms given ground truth
-(sim_perception: the simulator's segments; oracle_grounding and maintained_map: the true category
-of every map instance; oracle_positions, given_answer) are refused: query_node never receives ground truth, so
-the benchmark calls their functions in :mod:`ovman_query.arms` in process.
-
-Excluded ids (``Query.exclude_ids``) name visit-2 instances that must not be the answer: for the
-two-map arms they (and the pairs they belong to) count as not grounded; for the visit-2-only arms
-they are left out of the map. Without exclusions every arm is exactly its function in
-:mod:`ovman_query.arms`. Frames: AI2-THOR world (metres); points are floor (x, z).
+:func:`answer_query` checks the request, parses free text, checks the maps the arm needs and the
+excluded ids, then runs the arm. The arms given ground truth (sim_perception, oracle_grounding,
+maintained_map, oracle_positions, given_answer) are refused: query_node never receives ground truth,
+so the benchmark calls their functions in :mod:`ovman_query.arms` in process. Without exclusions
+every arm is exactly its function there. Frames: AI2-THOR world (metres); points are floor (x, z).
 """
 
 from __future__ import annotations
@@ -216,8 +198,16 @@ def _run_arm(agent: ReferenceAgent, arm: Arm, map1: InstanceMap | None, map2: In
 def answer_query(
     agent: ReferenceAgent, visit1: HeldMap, visit2: HeldMap, request: QueryRequest, seed: int
 ) -> QueryOutcome:
-    """Answer ``request`` from the held maps (see the module docstring); ``seed`` drives the
-    single-visit arm's pick. Never answers a non-finite point: such a prediction is ABSTAINED."""
+    """Answer ``request`` from the held maps; ``seed`` drives the single-visit arm's pick. Never
+    answers a non-finite point: such a prediction is ABSTAINED.
+
+    Checked in this order, stopping at the first problem: the request (an arm the node serves, no
+    field longer than ``parser.max_text_length``, free text or a category and a relation, never both)
+    → INVALID_REQUEST; free text parses → else PARSE_FAILED; the arm's maps were received, not
+    refused, built with the agent's encoder and of one episode (:func:`second_visit_of`) → else
+    NO_MAP; every excluded id is a visit-2 instance → else INVALID_REQUEST. Then ANSWERED, or
+    ABSTAINED (also when nothing scores ``grounding.min_score``). Excluded ids count as not grounded
+    for the two-map arms and are left out of the map for the visit-2-only arms."""
     try:
         arm = Arm(request.arm.strip() or Arm.TWO_VISIT.value)
     except ValueError:

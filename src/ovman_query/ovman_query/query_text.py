@@ -1,21 +1,10 @@
 """Free query text as words: Unicode normalisation, contractions, and typo repair of cue words.
 
-:func:`words` turns any string into lower-case word tokens:
-
-- Unicode NFKC; punctuation marks become one ``,`` token (they end a noun phrase), every other
-  character that is not a letter (of any script), a digit or an apostrophe becomes a space
-  (emoji, symbols, control characters);
-- contractions are expanded (``wasn't`` → ``was not``, also without the apostrophe: ``wasnt``),
-  other clitics dropped (``it's`` → ``it``, ``we'll`` → ``we``), a possessive ``'s`` dropped;
-- a word that is not known (:data:`KNOWN_WORDS` plus the caller's own words) and lies within a
-  small edit distance of exactly one *repair target* (the cue words of :mod:`ovman_query.relation_cues`
-  and the function words queries are built of) is replaced by it: ``moevd`` → ``moved``,
-  ``dissapeared`` → ``disappeared``, ``teh`` → ``the``. Distance is the optimal string alignment
-  distance (a transposition counts 1); at most 1 for words of 3 to 6 letters, 2 from 7 letters.
-  A repair keeps the first letter. Of several targets as near, one longer than the word wins
-  (``wher`` → ``where``, not ``when``: a dropped letter is the commonest typo), then one as long;
-  otherwise the word is left alone.
-  Nouns are never repair targets, so an unknown object name (``guitar``) is left as written.
+:func:`words` turns any string into lower-case word tokens: NFKC, punctuation as one ``,`` token
+(it ends a noun phrase), other non-word characters as spaces, contractions expanded (``wasn't`` →
+``was not``), other clitics and possessives dropped. An unknown word within a small edit distance of
+exactly one *repair target* (cue words and function words) is replaced by it (``moevd`` → ``moved``).
+Nouns are never repair targets, so an unknown object name (``guitar``) is left as written.
 """
 
 from __future__ import annotations
@@ -83,8 +72,11 @@ def allowed_edits(word: str) -> int:
 
 
 class Speller:
-    """Repairs unknown words to the one repair target within :func:`allowed_edits` (see the module
-    docstring). ``known``: words left as they are; ``targets``: the words a typo may be repaired to."""
+    """Repairs unknown words to the one repair target within :func:`allowed_edits`, by optimal
+    string alignment distance (a transposition counts 1). A repair keeps the first letter; of several
+    targets as near, one longer than the word wins (``wher`` → ``where``: a dropped letter is the
+    commonest typo), then one as long; otherwise the word is left alone. ``known``: words left as
+    they are; ``targets``: the words a typo may be repaired to."""
 
     def __init__(self, known: Iterable[str], targets: Iterable[str]) -> None:
         self.targets = tuple(sorted(set(targets)))

@@ -1,28 +1,10 @@
 """Which change a query asks about, read from its words by cues with negation and scope.
 
 A *cue* is a short word pattern that says something about a change: an event (``moved``,
-``vanished``, ``showed up``, ``stayed put``, ``keeps moving``), a place in time (``used to be``,
-``old spot``, ``where it is now``), or presence (``here``, ``there``, ``in the house``), which says
-something only when negated. Cues are matched longest first, left to right, without overlap.
-
-**Negation and scope.** A negator (``not``, ``never``, ``no``, ``nobody``, ``no one``, ``none``,
-``nothing``, ``without``) that is not part of a cue applies to the first cue starting within the
-next :data:`SCOPE` words. What a negated cue means:
-
-- a move (``not moved``, ``nobody touched``, ``didn't change position``) → stable;
-- staying (``didn't stay``) → moved, but with a present or future auxiliary (``won't stay put``,
-  ``isn't staying still``) → moving;
-- presence in the past (``wasn't here last time``, ``didn't exist before``, ``nobody had seen it
-  here``) → appeared; in the present (``isn't there anymore``, ``is not here now``) → removed;
-- motion (``not moving``) → stable; newness (``not the new one``) → weakly stable.
-
-**Scores.** Each matched cue adds its weight to one relation; the relation with the highest
-total is read, the confidence is its share of the top two totals. Weights order the cues by how
-decisive they are when several appear: ongoing motion (4) over removal (3) and arrival (3), over
-staying (2.5), over a former place (2), over a move (1.5), over "no longer there" (1.2). A move
-whose sentence also points at where the object is *now* (``where it sits now``, ``its new
-place``) gets 1 more, so "moved, go to where it is now" is moved while "moved, go to where it was
-before" is former. The weights are design choices written down here, not fitted to any data.
+``showed up``), a place in time (``used to be``, ``where it is now``) or presence (``here``), which
+says something only when negated. Cues are matched longest first, left to right, without overlap;
+a negator applies to the first cue starting within :data:`SCOPE` words. Each cue adds its weight
+(:data:`MEANINGS`) to one relation; the highest total is read, its confidence its share of the top two.
 """
 
 from __future__ import annotations
@@ -171,6 +153,8 @@ CUES: tuple[Cue, ...] = (
 )
 """Every cue; a longer match wins over a shorter one at the same place."""
 
+# The weights order the cues by how decisive they are when several appear; they are design choices,
+# not fitted to any data.
 MEANINGS: dict[str, tuple[Relation, float] | None] = {
     "moving": (Relation.MOVING, 4.0),
     "gone": (Relation.REMOVED, 3.0),
@@ -368,7 +352,10 @@ def _destination_starts(words: Sequence[str]) -> list[int]:
 
 
 def read_relation(words: Sequence[str]) -> Reading:
-    """The :class:`Reading` of a query's words (see the module docstring)."""
+    """The :class:`Reading` of a query's words. A negated move or motion reads stable; negated
+    staying moved (moving with a present or future auxiliary); negated presence appeared in the past
+    and removed in the present; negated newness weakly stable. A move whose sentence also says where
+    the object is now gets :data:`NOW_BONUS` ("moved, go to where it is now" is moved, not former)."""
     matches = _negate(find_cues(words), words)
     totals: dict[Relation, float] = {}
     strongest: dict[Relation, float] = {}

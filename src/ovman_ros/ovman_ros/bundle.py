@@ -1,19 +1,12 @@
 """What one synchronised camera bundle carries on the wire: topics, the frame tree and the tables.
 
-Pure Python (no rclpy): the recorder (:mod:`ovman_sim.recording`) and ``sim_node``
-(:mod:`ovman_ros.messages`) build their messages from these values, so a recorded visit and the live
-graph carry the same topics, frames and numbers.
+Pure Python (no rclpy): the recorder and sim_node build their messages from these values, so a
+recorded visit and the live graph carry the same topics, frames and numbers. Wire frames are REP 103
+(metres; quaternions (x, y, z, w)), the tree REP 105 ``map → odom → base_link → camera_link →
+camera_optical_frame``; every conversion from AI2-THOR's world frame goes through :mod:`ovman_core.frames`.
 
-Wire frames are REP 103 (x forward, y left, z up, metres; quaternions (x, y, z, w)); the tree is
-REP 105 ``map → odom → base_link → camera_link → camera_optical_frame`` (names from config
-``frames``): ``odom`` coincides with ``map`` in simulation, ``base_link`` lies on the floor plane
-(map z = 0) under the camera with the agent's yaw, ``camera_link`` sits at the camera height
-pitched by the camera horizon, and the optical frame (z forward, x right, y down) is fixed in
-``camera_link``. All conversions from AI2-THOR's world frame go through :mod:`ovman_core.frames`.
-
-Why one module of about 570 lines: it is one wire format; the topics, the frame tree, the depth
-encoding and the label and ground-truth tables must agree between the recorder, sim_node and the
-readers, so they are defined side by side.
+Why one module: it is one wire format, whose topics, frame tree, depth encoding and tables must
+agree between the recorder, sim_node and the readers.
 """
 
 from __future__ import annotations

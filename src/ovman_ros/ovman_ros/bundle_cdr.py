@@ -1,26 +1,11 @@
 """The CDR of a camera bundle (``ovman_interfaces/CameraBundle``), composed and read without rclpy.
 
-A CameraBundle carries the six messages of a frame's standard camera topics, unchanged
-(:data:`MEMBERS`, in the message's member order). Two things are done with its serialised form:
-
-- :func:`compose`: a player that holds the recorded CDR of the six messages (a rosbag2 recording
-  as stored, :func:`ovman_sim.recording.read_visit_raw`) builds the bundle's CDR by concatenating
-  their bodies, without decoding them. In plain CDR a nested struct is the bytes of the message on
-  its own, provided it starts at an offset with the same residue modulo its largest alignment
-  (every primitive is aligned relative to the start of the body). CameraBundle puts its two
-  members with 8-byte fields (PoseStamped, CameraInfo) first: the pose starts at 0 and ends on an
-  8-byte boundary (its last fields are float64), so the camera info starts on one too, and the
-  images and the labels, whose fields need at most 4-byte alignment, start on the 4-byte boundary
-  that a decoder aligns their first field to. Only plain little-endian CDR (what rosbag2, rclpy and
-  rosbags write on little-endian machines) is composed; anything else is a :class:`CdrError`.
-- :func:`decode`: a subscriber that takes the bundle raw (``raw=True``) reads it with rosbags'
-  CDR deserialiser, whose image ``data`` and CameraInfo arrays are read-only numpy views of the
-  received bytes (no copy; rclpy's typed take copies each image twice). The result has the fields
-  of the rclpy message, under the same names, so the conversions of :mod:`ovman_ros.messages`
-  and :mod:`ovman_mapping.map_messages` read either.
-
-The type's definition for rosbags is taken from the generated rclpy message class (its members
-and their types, in order), so it cannot drift from ``CameraBundle.msg``.
+A CameraBundle carries a frame's six standard camera messages unchanged (:data:`MEMBERS`).
+:func:`compose` builds its CDR from the recorded CDR of the six without decoding them (plain
+little-endian CDR only, else :class:`CdrError`); :func:`decode` reads a bundle taken raw with rosbags,
+its images as read-only numpy views of the received bytes (no copy), under the field names of the
+rclpy message. The type's definition comes from the generated rclpy class, so it cannot drift from
+``CameraBundle.msg``.
 """
 
 from __future__ import annotations
@@ -57,7 +42,12 @@ class CdrError(ValueError):
 
 def compose(messages: Mapping[str, bytes]) -> bytes:
     """The CDR of the CameraBundle of one frame, from the CDR of its six messages keyed by their
-    standard topic (each with its 4-byte encapsulation header, plain little-endian)."""
+    standard topic (each with its 4-byte encapsulation header, plain little-endian).
+
+    In plain CDR a nested struct is the bytes of the message on its own, provided it starts at an
+    offset with the same residue modulo its largest alignment. CameraBundle puts its members with
+    8-byte fields first (PoseStamped, ending in float64s, then CameraInfo), so each member starts on
+    a boundary its decoder aligns to, and the bodies are concatenated as they are."""
     parts = [CDR_LE]
     offset = 0  # within the body, after the encapsulation header
     for member, topic, alignment in MEMBERS:

@@ -1,18 +1,10 @@
 """Every topic, service and action name of the OVMAN graph, defined once, each a relative name.
 
-A relative name resolves in the namespace of the node that uses it: in the root namespace
-``camera/bundle`` is ``/camera/bundle``; a node started with ``-r __ns:=/robot1`` (or launch's
-``namespace='robot1'``) uses ``/robot1/camera/bundle``. So one graph runs under a namespace without
-a remapping, and two graphs run side by side on one domain in two namespaces. Services are named
-for what they do (``sim/act``, ``mapping/start_visit``), not for the node that serves them.
-
-Three names stay absolute by convention, and a namespaced graph remaps them (see
-:data:`NAMESPACED_REMAPPINGS`): rclpy subscribes to ``/clock`` for ``use_sim_time``, and tf2 and
-RViz read ``/tf`` and ``/tf_static``; OVMAN's own endpoints use the relative :data:`CLOCK`,
-:data:`TF` and :data:`TF_STATIC`.
-
-Recordings store names as ``ros2 bag record`` writes them from the root namespace:
-:func:`recorded` (``/camera/color/image_raw``...).
+A relative name resolves in the node's namespace (``camera/bundle`` is ``/robot1/camera/bundle``
+under ``__ns:=/robot1``), so one graph runs under a namespace without remapping and two run side by
+side on one domain. Services are named for what they do (``sim/act``), not for the node serving
+them. ``/clock``, ``/tf`` and ``/tf_static`` stay absolute by convention; a namespaced graph remaps
+them (:data:`NAMESPACED_REMAPPINGS`). Recordings store root-namespace names (:func:`recorded`).
 """
 
 from __future__ import annotations

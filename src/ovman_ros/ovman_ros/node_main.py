@@ -1,19 +1,11 @@
 """A node process's first code: Ctrl-C ends it cleanly from its first instant, while it still loads.
 
-A node imports for seconds (rclpy, numpy, torch...) before its main runs. A Ctrl-C then (the
-terminal's, or ``ros2 launch`` stopping the graph early) would end the process with a
-KeyboardInterrupt traceback and exit status -2. So every OVMAN node starts here, before its module
-is imported: :func:`start` puts :class:`FirstInterrupt` in place of Python's SIGINT handler (the
-first SIGINT ends the node with status 0, every later one is ignored; the node's main,
-:func:`ovman_ros.spinning.run_node`, keeps it), then imports the node's module and runs its
-``main``.
-
-- ``python -m ovman_ros.node_main MODULE [ARGS...]``: how ``ovman launch`` starts a Python node.
-- The nodes' console scripts (``sim_node``, ``mapping_node``... in each package's setup.py, which
-  ``ros2 launch`` runs) are all :func:`console_script`, which finds the node's module in
-  :data:`NODE_MODULES` by the name it was started as.
-
-Only the standard library is imported here, so nothing slow runs before the handler is in place.
+Every OVMAN node starts here before its module is imported (which takes seconds): :func:`start`
+puts :class:`FirstInterrupt` in place of Python's SIGINT handler, then runs the node's ``main``.
+``python -m ovman_ros.node_main MODULE [ARGS...]`` is how ``ovman launch`` starts a node; the
+nodes' console scripts are all :func:`console_script`, which finds the module by the name it was
+started as (:data:`NODE_MODULES`). Only the standard library is imported here, so nothing slow runs
+before the handler is in place.
 """
 
 from __future__ import annotations

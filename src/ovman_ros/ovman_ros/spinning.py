@@ -1,30 +1,10 @@
 """How every OVMAN node runs on the graph: its endpoints' QoS events, and spinning until shutdown.
 
-:class:`GraphNode` is the base of every OVMAN node (and of OvmanCommander). rclpy gives each
-publisher and subscription two event handlers that log incompatible QoS or types of a topic's
-other endpoints, and an executor adds every handler to its wait set at each wake-up: measured on
-these machines, one wake-up of a node with nine subscriptions costs 0.33 ms of CPU with both and
-0.12 ms without, and the benchmark graph's CPU drops from 325 s to 292 s on the default set. A
-GraphNode gives each endpoint one handler, the one that warns of incompatible QoS (what stops a
-volatile subscriber from ever hearing a transient-local-only publisher, or a reliable one a
-best-effort camera), while its ``qos_event_warnings`` is true (config ``ros.qos_event_warnings``,
-shared by every node, true by default), and none while it is false; ``ros2 topic info -v`` shows
-every endpoint's QoS either way.
-
-:func:`declare_config_parameters`: every node declares its config keys as ROS parameters typed by
-their defaults. rclpy refuses an override of another type (``-p grounding.delta_g:=abc``) with an
-exception and a traceback; this turns it into a :class:`~ovman_core.config.ConfigError` that names
-the parameter, the node and both types, which each node's ``main`` prints.
-
-:func:`spin_until_shutdown`: rclpy's SIGINT handler shuts the context down from the signal handler. An executor that is
-building its wait set at that moment fails with ``RCLError`` ("the given context is not valid")
-instead of raising ``ExternalShutdownException``; the more threads spin (MultiThreadedExecutor),
-the likelier. After a shutdown that error is the normal end, not a failure of the node.
-
-:func:`run_node` is every node's main (see there). :func:`report_cpu_time`: every node prints,
-as it exits, the CPU time its process used (one line on stderr, so in its log under ``ovman
-launch``); :func:`cpu_time_reports` reads those lines back (``benchmarks/bench_graph_overhead.py``
-shows the graph's CPU node by node).
+:class:`GraphNode` is the base of every OVMAN node (and of OvmanCommander). Every node declares
+its config keys as typed ROS parameters (:func:`declare_config_parameters`: a wrongly typed override
+is a ConfigError naming the parameter, the node and both types), runs as :func:`run_node`, stops
+quietly on Ctrl-C or an external shutdown (:func:`spin_until_shutdown`) and prints the CPU time its
+process used as it exits (:func:`report_cpu_time`; :func:`cpu_time_reports` reads it back).
 """
 
 from __future__ import annotations
@@ -60,8 +40,11 @@ from ovman_ros.node_main import install_first_interrupt
 
 class GraphNode(Node):
     """A Node whose publishers and subscriptions warn of incompatible QoS while
-    ``qos_event_warnings`` is true, and have no event handlers otherwise (see the module
-    docstring); explicit ``event_callbacks`` win."""
+    ``qos_event_warnings`` is true, and have no event handlers otherwise; explicit ``event_callbacks``
+    win. rclpy gives each endpoint two handlers and an executor adds every handler to its wait set at
+    each wake-up; the one kept warns of what stops a volatile subscriber from ever hearing a
+    transient-local-only publisher, or a reliable one a best-effort camera. ``ros2 topic info -v``
+    shows every endpoint's QoS either way."""
 
     qos_event_warnings = True
     """Set it (from ``ros.qos_event_warnings``) before creating endpoints; those created before keep theirs."""
@@ -213,6 +196,9 @@ def spin_until_shutdown(executor: Executor) -> None:
     except (KeyboardInterrupt, ExternalShutdownException):
         return
     except RCLError:
+        # rclpy's SIGINT handler shuts the context down from the signal handler: an executor building
+        # its wait set then fails with RCLError ("the given context is not valid"), the likelier the
+        # more threads spin. After a shutdown that error is the normal end.
         if executor.context.ok():
             raise
 

@@ -2,56 +2,11 @@
 
 Scenes are ``embedded-<seed>`` (ovman_sim.homes). World frame: AI2-THOR's (metres, y up, floor at
 y = 0, floor plane (x, z)); yaw in degrees clockwise from above with 0 facing +z; horizon in
-degrees, positive looking down.
+degrees, positive looking down. Every draw (physics, mover, sensor, conditions) is seeded, so the
+same change settles the same way and a frame renders alike; segments and labels stay exact.
 
-The agent is a capsule of radius ``world.agent_radius`` standing on the lattice of
-``world.grid_size`` (AI2-THOR's snap-to-grid agent): MoveAhead moves one lattice step along the
-heading unless the swept capsule would touch a wall or an object's footprint (then it fails with
-``collided``), rotations turn by ``world.rotate_step_deg`` (a multiple of 90), LookUp/LookDown
-change the horizon within ``[horizon_min_deg, horizon_max_deg]``. Every object blocks the agent
-with its floor footprint. Reachable positions are recomputed from the current objects by a flood
-fill from the agent's cell.
-
-Changes are validated like a careful physics engine would: an object must rest on the floor or on a
-furniture support (a top, a seat, a mattress) its category may use, must not intersect any other
-object's parts or a wall, must not land on the agent, and an object carrying others cannot be moved
-or removed. Invalid changes return ``ActionResult(success=False, message=...)`` and change nothing.
-
-The mover carries an instance over the floor: it first sets it down on the reachable cell nearest
-where it was (any movable category may be carried), then, every ``mover.steps_per_move`` world
-steps, hops ``mover.hop_length`` along a 4-neighbour direction: it keeps its heading with
-probability ``mover.keep_direction_prob`` when it can, otherwise picks uniformly among the other
-open directions (not back, unless that is the only one). A hop is open when the agent's capsule
-could make it with the carried object removed, the object fits at the target, and it stays clear
-of the agent.
-
-Physics (``sim_node.physics``, TASK.md §4 step 3): a moved or added object lands off its intended
-destination by a small seeded offset (kept only where it is still a valid placement), and every
-movable neighbour carrying nothing within ``knock_radius`` of the changed object's old or new
-footprint is knocked with ``knock_probability``: it slides (an exponential length of mean
-``slide_mean``, a uniform direction, shortened until its end is a valid placement) over the next
-``settle_steps`` world steps, and stops early where a step of the slide would leave its support or
-hit something (the agent included). Every draw is seeded by the home, the change's kind, instance
-and destination, so applying the same change to the same world settles the same way. So an
-object may still be moving when a visit's recording starts: Algorithm 1's drift check (lines 6-7)
-sees it. A reset ends every slide.
-
-Sensor (``sim_node.sensor``, :mod:`ovman_sim.sensor`): rendered depth gets range-dependent noise,
-millimetre rounding and missing pixels at object edges and beyond ``max_range``; the reported
-camera pose of a rendered frame may get pose noise (off by default). Draws are seeded per frame
-from the condition seed (which generation derives from the episode), the step and the pose.
-Segments and labels are the simulator's ground truth and stay exact; ``observe_pose`` (the
-unrendered path the agent's control reads) reports the simulator's pose.
-
-Conditions: ``low_light`` scales intensity by ``low_light_gain``, blacks out and invalidates (depth
-NaN, no segment) everything beyond ``low_light_visibility`` and adds Gaussian noise (seeded per
-frame from the condition seed, the step and the pose); ``texture`` shifts every instance's and
-surface's hue by up to ``texture_hue_jitter`` of the circle and overlays a random checker texture
-(seeded per asset, so look-alike instances stay alike, and per surface), leaving geometry, depth
-and segments unchanged.
-
-Why one module of about 900 lines: it is one World implementation (:class:`EmbeddedWorld`) with its
-mover; its methods are the World protocol's, on one home's state.
+Why one module: it is one World implementation (:class:`EmbeddedWorld`) with its mover; its
+methods are the World protocol's, on one home's state.
 """
 
 from __future__ import annotations
@@ -127,7 +82,14 @@ class _Slide:
 
 
 class EmbeddedWorld:
-    """The embedded procedural world (implements ovman_sim.world.World)."""
+    """The embedded procedural world (implements ovman_sim.world.World).
+
+    The agent is a capsule of radius ``world.agent_radius`` on the lattice of ``world.grid_size``
+    (AI2-THOR's snap-to-grid agent): MoveAhead moves one step unless the swept capsule would touch a
+    wall or an object's footprint (then ``collided``); rotations turn by ``world.rotate_step_deg`` (a
+    multiple of 90). Reachable positions are a flood fill from the agent's cell. A change is valid
+    only when the object rests on the floor or a support its category may use, intersects no wall,
+    object or agent, and carries nothing; an invalid one changes nothing and fails with a message."""
 
     def __init__(self, config: SimConfig | None = None) -> None:
         self.config = config if config is not None else load_config().sim_node
@@ -242,6 +204,8 @@ class EmbeddedWorld:
         owner = np.append(owners, -1)[frame.box_index]
         rgb, depth = frame.rgb, frame.depth
         sensor = self.config.sensor
+        # Sensor and low-light draws are seeded per frame by the condition seed, the step and the pose;
+        # segments and labels stay exact, and observe_pose (the agent's control) reports the true pose.
         if sensor.enabled:
             rng = np.random.default_rng([self._condition_seed, self._step, self._pose_key(), _SENSOR_STREAM])
             depth = degrade_depth(depth, sensor, rng)
@@ -666,6 +630,11 @@ class EmbeddedWorld:
         return [c for c, r in zip(cells, reasons, strict=True) if r == _OK]
 
     def _tick_mover(self) -> None:
+        """Every ``mover.steps_per_move`` world steps, hop the carried instance ``mover.hop_length``
+        to a 4-neighbour: the same heading with probability ``mover.keep_direction_prob`` when open,
+        else uniformly one of the other open directions (not back, unless it is the only one). A hop
+        is open when the agent's capsule could make it with the object removed, the object fits at
+        the target, and it stays clear of the agent."""
         mover = self._mover
         if mover is None or self._step % self.config.mover.steps_per_move != 0:
             return
@@ -724,7 +693,11 @@ class EmbeddedWorld:
 
     def _settle(self, kind: str, instance_id: str, position: Vec3, touched: list[Box3]) -> None:
         """Settle the world after a change of ``instance_id`` (intended box centre ``position``;
-        ``touched``: the footprints it left): its landing offset, then the knocks (module docstring)."""
+        ``touched``: the footprints it left): it lands off its destination by a seeded offset (kept
+        only where still valid), then every movable neighbour carrying nothing within ``knock_radius``
+        of its old or new footprint is knocked with ``knock_probability`` and slides (an exponential
+        length of mean ``slide_mean``, a uniform direction) over ``settle_steps`` world steps. So an
+        object may still move when a recording starts: Algorithm 1's drift check sees it."""
         physics = self.config.physics
         if not physics.enabled:
             return
@@ -804,7 +777,7 @@ class EmbeddedWorld:
         lo, hi, colour, period, contrast, owners = [], [], [], [], [], []
 
         def add(box: Box3, rgb, owner: int, tile: float = 0.0, tile_contrast: float = 0.0, key: object = None):
-            if texture:
+            if texture:  # seeded per asset (look-alike instances stay alike) and per surface
                 rng = np.random.default_rng([self._condition_seed, stable_seed(key)])
                 rgb = _hue_shift(rgb, float(rng.uniform(-cond.texture_hue_jitter, cond.texture_hue_jitter)))
                 tile = float(rng.uniform(cond.texture_period_min, cond.texture_period_max))

@@ -1,29 +1,12 @@
 """Procedural homes for the embedded world: rooms, doorways, walls, furniture and small objects.
 
-A scene is named ``embedded-<seed>`` (``seed`` a non-negative integer); the home is a pure
-function of the seed and the ``world``/``embedded`` config sections, so the same name always gives
-the same rooms, walls, objects, sizes and colours.
+A scene is ``embedded-<seed>``, its home a pure function of the seed and the ``world`` / ``embedded``
+config. World frame: AI2-THOR's (metres, y up, left-handed; floor (x, z) at y = 0); the home spans
+``[0, size_x] × [0, size_z]``, room boundaries on the agent's lattice. Instances of a category often
+share an asset's look, so colour is weak evidence of identity (TASK.md §10).
 
-World frame: AI2-THOR's (metres, y up, left-handed; floor plane (x, z), floor at y = 0). The home
-occupies ``[0, size_x] × [0, size_z]``; room boundaries lie on the agent's lattice (multiples of
-``world.grid_size``) and walls are boxes of ``embedded.wall_thickness`` centred on them.
-
-Objects are built from axis-aligned **parts** (a table is a top and four legs, a sofa a base, a back
-and two arms); an object's ground-truth box is the bounding box of its parts. Furniture may offer
-**supports**, rectangles at a height where small objects rest (a table top, a sofa seat, a
-mattress). An object's shape follows from its category, its box and its ``facing`` (which side is
-its front: 0 = +z, 1 = +x, 2 = −z, 3 = −x), so a moved or added object keeps its geometry.
-
-Appearance comes from **assets**, as in a simulator's library: each category has
-``world.appearance.variants_per_category`` assets (proportions and colours, the same in every
-home); a home has a usual asset per category and an instance takes it with probability
-``world.appearance.home_share`` (any asset otherwise; the chairs of a dining table are one set),
-then differs from it by a small size and colour jitter. So instances of a category often look
-alike, and colour is weak evidence of identity (TASK.md §10).
-
-Why one module of about 1,200 lines: a home is one pure function of its seed; the catalogue of
-categories and assets, the room and doorway layout and the placement of furniture and small objects
-draw from one seeded builder, in an order that fixes every home, so they stay together.
+Why one module: a home is one pure function of its seed; catalogue, layout and placement draw from
+one seeded builder, in an order that fixes every home, so they stay together.
 """
 
 from __future__ import annotations
@@ -263,8 +246,9 @@ _CEILING_COLOUR: RGB = (0.95, 0.95, 0.93)
 
 @dataclasses.dataclass(frozen=True)
 class Appearance:
-    """How an instance looks: primary and secondary colours (RGB in [0, 1]), its facing (0-3) and
-    the index of the category's asset it was drawn from."""
+    """How an instance looks: primary and secondary colours (RGB in [0, 1]), its facing (0-3: its
+    front towards +z, +x, −z, −x; a moved or added object keeps its geometry) and the index of the
+    category's asset it was drawn from."""
 
     primary: RGB
     secondary: RGB

@@ -1,44 +1,12 @@
 """Recorded visits: one MCAP file in rosbag2 layout per visit, written and read without rclpy.
 
-A recording is a directory (``metadata.yaml`` + ``<name>.mcap``, rosbag2 format version 9, MCAP
-storage with zstd-compressed chunks) that ``ros2 bag play`` replays on a ROS 2 workstation
-(Jazzy or newer read version 9). Every frame is one timestamp of sim time
-(:class:`ovman_ros.bundle.FrameClock`: ``step_dt`` per world step, at least one per frame) on
-these topics (names and layouts in :mod:`ovman_ros.bundle`):
+A recording (``metadata.yaml`` + ``<name>.mcap``, rosbag2 format 9, zstd chunks) replays with
+``ros2 bag play`` on Jazzy or newer; a frame is one sim-time stamp on :data:`FRAME_TOPICS` (layouts
+in :mod:`ovman_ros.bundle`; ``/ovman/ground_truth`` is evaluation only, the segments may be left out).
+It is read back with chunk CRCs checked, so a damaged file fails loudly, and appears only complete.
 
-- ``/camera/color/image_raw`` sensor_msgs/Image rgb8, ``/camera/depth/image_raw`` 16UC1
-  millimetres (0 invalid) when that is lossless (the sensor model's readings), else 32FC1 metres
-  (NaN invalid; an ideal camera), ``/camera/instances/image_raw`` 32SC1 segment ids, all in the
-  optical frame;
-- ``/camera/instances/labels`` std_msgs/String JSON: segment id → category (the segmenter's table);
-- ``/camera/color/camera_info`` sensor_msgs/CameraInfo (K from ovman_core.camera, plumb_bob, D = 0);
-- ``/tf`` tf2_msgs/TFMessage (``odom → base_link → camera_link``) and ``/camera/pose``
-  geometry_msgs/PoseStamped (optical frame in ``map``), REP 103; ``/tf_static`` once at the first
-  frame (``map → odom``, ``camera_link → camera_optical_frame``), offered transient-local;
-- ``/ovman/ground_truth`` std_msgs/String JSON, **evaluation only**: exact agent pose, segment id →
-  instance id, every object's state.
-
-The two segment topics (``/camera/instances/*``: the simulator's masks and labels, ground truth)
-may be left out together (:data:`SEGMENT_TOPICS`, e.g. stripped from a recording): such a
-recording reads as frames without segments, as a robot's camera gives them.
-
-The visit's identity (scene, visit number, step_dt, frame names, frame count) is in the
-``custom_data`` of ``metadata.yaml`` under ``ovman.recording``.
-
-How it is written, without rclpy:
-- CDR serialisation, message definitions and type hashes come from ``rosbags``' typestore of ROS 2
-  Kilted (the distribution of the ROS wheels we use; the hashes equal those of the installed
-  message packages), so the recorder stays importable without ROS;
-- the MCAP file is written by ``mcap`` (the format's reference Python library): zstd chunks with
-  CRCs, a data-section CRC, chunk and message indexes, ``ros2msg`` schemas and the per-channel
-  ``offered_qos_profiles``, as rosbag2's MCAP storage plugin writes them;
-- ``metadata.yaml`` (rosbag2 format 9) is generated here from what was written.
-It is read back with ``rosbags``' rosbag2 reader, which checks the chunk CRCs, so a damaged file
-fails loudly instead of decoding wrong pixels. The bag is written into a hidden temporary directory
-beside the target and renamed into place only when complete.
-
-Why one module of about 830 lines: it is one file format, written (:class:`VisitWriter`) and read
-(:func:`read_visit`) side by side so that the two cannot drift apart.
+Why one module: it is one file format, written (:class:`VisitWriter`) and read (:func:`read_visit`)
+side by side so that the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -80,10 +48,15 @@ from ovman_ros import bundle
 FORMAT_VERSION = 1
 """Version of the topic layout below; readers reject recordings of other versions."""
 CUSTOM_DATA_KEY = "ovman.recording"
+"""Where ``metadata.yaml``'s ``custom_data`` holds the visit's identity (scene, visit, step_dt, frame
+names, frame count)."""
 ROSBAG2_VERSION = 9
 ROS_DISTRO = "kilted"
 """The distribution whose message definitions (and type hashes) the recording uses."""
 
+# CDR, message definitions and type hashes from rosbags' typestore (the hashes equal the installed
+# message packages'), so the recorder imports without ROS; the MCAP file is written by mcap, the
+# format's reference library, as rosbag2's MCAP storage plugin writes it.
 TYPESTORE = get_typestore(Stores.ROS2_KILTED)
 
 IMAGE = "sensor_msgs/msg/Image"

@@ -1,17 +1,11 @@
 """The embedded world's renderer: axis-aligned boxes → RGB, planar depth and per-pixel box index.
 
-Everything the embedded world draws (walls, floors, ceiling, furniture parts, small objects) is an
-axis-aligned box, so the renderer is a z-buffer rasteriser of box faces compiled with numba:
-for each front-facing face, the face polygon is clipped at the near plane and projected to get a
-screen rectangle; every pixel in that rectangle intersects its camera ray with the face's plane
-exactly (one division, because the plane is axis-aligned) and keeps the nearest hit inside the
-face. The depth written is the ray parameter for rays with optical z = 1, i.e. **planar** depth
-along the optical axis, the convention of AI2-THOR. Measured in ``benchmarks/bench_render.py``.
-
-World frame: AI2-THOR's (metres, y up); the camera pose is its centre in the world frame and the
-(3, 3) matrix of optical axes (columns x right, y down, z forward; ovman_core.frames.optical_axes_thor).
-Pixel (u, v) has its centre at integer coordinates (ovman_core.camera). :func:`render` is the one
-entry point, so the engine can be swapped without touching the world.
+Everything the embedded world draws is an axis-aligned box, so the renderer is a z-buffer
+rasteriser of box faces compiled with numba; depth is **planar**, along the optical axis (AI2-THOR's
+convention). World frame: AI2-THOR's (metres, y up); the camera pose is its centre and the (3, 3)
+optical axes (columns x right, y down, z forward; ovman_core.frames.optical_axes_thor). Pixel
+(u, v) has its centre at integer coordinates. :func:`render` is the one entry point, so the engine
+can be swapped without touching the world.
 """
 
 from __future__ import annotations
@@ -131,6 +125,9 @@ def _ray(axes: np.ndarray, x: float, y: float, out: np.ndarray) -> None:
 
 @numba.njit(cache=True)
 def _rasterise(lo, hi, cam, axes, fx, fy, cx, cy, width, height, near, far):
+    """Each front-facing face clipped at the near plane and projected to a screen rectangle; every
+    pixel there intersects its ray with the face's plane exactly (one division: the plane is
+    axis-aligned) and keeps the nearest hit inside the face, its ray parameter for optical z = 1."""
     depth = np.full((height, width), np.float32(np.nan), dtype=np.float32)
     zbuf = np.full((height, width), np.inf)
     index = np.full((height, width), -1, dtype=np.int32)

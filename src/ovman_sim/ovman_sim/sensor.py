@@ -1,27 +1,11 @@
 """The embedded world's RGB-D sensor model: what a consumer depth camera does to exact depth.
 
 Depth: float32 (H, W) planar metres, NaN where invalid; the config is ``sim_node.sensor``
-(:class:`ovman_core.config.SensorConfig`). The model, in order:
-
-- **edges**: a pixel whose 4-neighbour differs from it by more than ``edge_jump`` of the nearer
-  of the two depths lies on an object's edge (mixed pixels and the shadows of structured light);
-  its depth is missing with probability ``edge_dropout``;
-- **noise**: each valid depth gets normal noise of std ``depth_noise_base +
-  depth_noise_quadratic · z²`` (the axial noise of Kinect-class cameras grows with the square of
-  the range), and is rounded to the millimetre the way a camera's uint16 depth image reports it.
-  One deviate is shared by each square cell of ``noise_cell_px`` pixels: structured-light and
-  active-stereo cameras match a window of pixels, so neighbouring errors are strongly correlated
-  (it also keeps recordings compressible: i.i.d. noise per pixel made them 20 times larger). The
-  deviates are the 65,536 quantiles of :data:`NORMAL_QUANTILES` picked by uniform 16-bit draws
-  (tails cut at ±4.3 std);
-- **range**: depth beyond ``max_range`` (before the noise) is missing, and so is depth that is
-  not a positive finite number.
-
-Pose noise (:func:`noisy_pose`) perturbs the reported camera pose on the floor and in yaw.
-Every draw comes from the generator the caller passes (seeded per frame by the world): first one
-uniform per valid edge pixel (row-major), then the 16-bit cell draws. The per-pixel passes are
-compiled with numba (one pass marks edges and validity, one applies drop-out and noise); they do
-in float32 exactly what the equivalent numpy expressions do, so the readings are the same.
+(:class:`ovman_core.config.SensorConfig`). :func:`degrade_depth` drops depth at object edges,
+adds range-dependent noise rounded to the millimetre, and drops depth beyond ``max_range``;
+:func:`noisy_pose` perturbs the reported camera pose on the floor and in yaw. Every draw comes from
+the generator the caller passes (seeded per frame by the world). The compiled passes do in float32
+exactly what the equivalent numpy expressions do, so the readings are the same.
 """
 
 from __future__ import annotations
@@ -62,7 +46,17 @@ def edge_pixels(depth: np.ndarray, jump: float) -> np.ndarray:
 
 
 def degrade_depth(depth: np.ndarray, sensor: SensorConfig, rng: np.random.Generator) -> np.ndarray:
-    """The sensor's reading of exact planar ``depth`` (see the module docstring); a new array."""
+    """The sensor's reading of exact planar ``depth``; a new array. In order:
+
+    - edges: a pixel on an object's edge (:func:`edge_pixels` with ``edge_jump``: mixed pixels and
+      the shadows of structured light) loses its depth with probability ``edge_dropout``;
+    - noise: normal, std ``depth_noise_base + depth_noise_quadratic · z²`` (Kinect-class axial noise),
+      one deviate per square cell of ``noise_cell_px`` pixels (such cameras match a window of
+      pixels, so neighbouring errors are correlated; it also keeps recordings compressible), picked
+      from :data:`NORMAL_QUANTILES` by uniform 16-bit draws, then rounded to the millimetre;
+    - range: depth beyond ``max_range`` (before the noise), or not positive and finite, is missing.
+
+    Draws: first one uniform per valid edge pixel (row-major), then the 16-bit cell draws."""
     z = np.ascontiguousarray(depth, dtype=np.float32)
     edge = np.zeros(z.shape, dtype=np.bool_)
     _mark_edges(z, np.float32(sensor.edge_jump), edge)

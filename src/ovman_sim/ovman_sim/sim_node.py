@@ -1,62 +1,12 @@
 """sim_node: the simulator (or a recorded visit) on the ROS 2 graph.
 
 Owns one :class:`ovman_sim.session.SimSession` and only converts messages (ovman_ros.messages).
-For every frame it publishes one bundle, all with the same stamp (sim time, advancing
-``node.step_dt`` per world step):
-
-- the camera: ``camera/color/image_raw`` (rgb8), ``camera/depth/image_raw`` (16UC1 mm, 0
-  invalid, with the sensor model; 32FC1 m, NaN invalid, for an ideal camera),
-  ``camera/instances/image_raw`` (32SC1 segment ids) + ``camera/instances/labels``
-  (JSON), ``camera/color/camera_info``, ``camera/pose`` (optical frame in ``map``): reliable and
-  volatile (:func:`ovman_ros.qos.frames`, depth ``node.qos_depth``). ``node.camera_output`` says
-  where they go: ``topics`` (those six standard topics, as a robot's camera driver publishes
-  them), ``bundle`` (the same six messages in one ovman_interfaces/CameraBundle on
-  ``camera/bundle``: a mapper takes one message per frame instead of six and needs no
-  synchroniser) or ``both``;
-- ``tf`` (``odom → base_link → camera_link``; tf2's QoS, :data:`ovman_ros.qos.TF`), ``odom``
-  (nav_msgs/Odometry), ``clock``, also volatile;
-- ``ovman/ground_truth`` (JSON, evaluation only).
-
-Every name is relative (:mod:`ovman_ros.names`): in the root namespace ``camera/bundle`` is
-``/camera/bundle``; under a namespace everything moves with it.
-
-After an Act or a LoadVisit the camera part of the bundle (images, labels, camera_info,
-``camera/pose``, or ``camera/bundle``) is published only while ``node.act_camera`` is true (a
-scene loaded at start-up, ``node.scene``, always publishes it); clock, transforms, odometry and
-ground truth always are (with the camera off the frame is not rendered at all, and its ground truth lists no
-``segment_instances``: no instance image went out). ``node.act_camera`` is the one parameter
-that may change at run time (e.g. through ``sim_node/set_parameters``): a benchmark graph turns
-it on only while a consumer follows a target by sight, so that embodied runs neither render nor
-serialise images nobody reads.
-
-A loaded recording plays as stored, as ``ros2 bag play --clock`` plays it: every recorded
-message's bytes, unchanged (:func:`ovman_sim.recording.read_visit_raw`: nothing is decoded but
-the labels table), at its recorded stamp (stamps restart with each recording instead of following
-this node's clock), and a ``clock`` per frame; ``odom`` is not recorded, so it is not played.
-A ``camera/bundle`` (not recorded) is composed of the recorded camera messages' bytes, without
-decoding them (:func:`ovman_ros.bundle_cdr.compose`).
-Only when a recording is recorded again (``record_path``) are its frames decoded and published as
-a live frame's.
-
-Playback (``sim/play_tour``) waits ``node.play_period_s`` (wall) between frames, a real-time rate for
-RViz and live use. With 0 it publishes as fast as the subscribers keep up: after every
-``node.qos_depth`` frames it waits until every reliable subscriber has acknowledged all of them (at
-most ``node.play_ack_timeout_s``), so the publishers' history never overwrites a frame a subscriber
-has not got (checking after every frame cost ~1 ms of a ~6 ms frame); a subscriber's own depth
-must hold the frames it has received but not yet processed (mapping_node ``node.qos_depth``).
-A PlayTour request may name topics with the matched subscriptions each must have before the first
-frame (benchmark_node names those it sees): the play waits for them at most
-``node.play_match_timeout_s``, and fails without publishing anything after that.
-
-Latched (transient local): ``tf_static`` (``map → odom``, ``camera_link → camera_optical_frame``)
-and ``map`` (nav_msgs/OccupancyGrid of the reachable grid, published when a live visit loads).
-
-Services (ovman_interfaces/srv): ``sim/load_visit`` (LoadVisit), ``sim/act`` (Act),
-``sim/act_sequence`` (ActSequence: several actions in one round trip, each published as an Act's,
-stopping at the first failure, collision or unexpected pose), ``sim/play_tour`` (PlayTour).
-Parameters: every key of ``sim_node`` and ``/**`` in config/ovman.yaml under its dotted name
-(e.g. ``node.scene``, ``tour.max_waypoints``), read at start-up. Frames: REP 103/105 on the wire;
-the core works in AI2-THOR's world frame.
+Every frame is one bundle with one sim-time stamp: the camera (six standard topics, one
+``camera/bundle`` or both: ``node.camera_output``), ``tf``, ``odom``, ``clock`` and
+``ovman/ground_truth`` (evaluation only), reliable and volatile; ``tf_static`` and ``map`` latched.
+A loaded recording plays as stored, like ``ros2 bag play --clock`` (recorded bytes and stamps, no
+``odom``). Services: ``sim/load_visit``, ``sim/act``, ``sim/act_sequence``, ``sim/play_tour``. Its
+parameters are read at start-up. Frames: REP 103/105 on the wire, AI2-THOR world in the core.
 """
 
 from __future__ import annotations
@@ -101,7 +51,10 @@ from ovman_sim.world import Condition
 
 NODE_NAME = "sim_node"
 ACT_CAMERA_PARAMETER = "node.act_camera"
-"""The parameter that may change while the node runs (bool)."""
+"""The parameter that may change while the node runs (bool): while false, the camera part of the
+bundle after an Act or a LoadVisit is neither rendered nor published (clock, transforms, odometry and
+ground truth always are), so embodied runs serialise no images nobody reads; a scene loaded at
+start-up (``node.scene``) always publishes it."""
 
 
 class SimNode(GraphNode):
@@ -285,6 +238,8 @@ class SimNode(GraphNode):
             for frame in frames:
                 if count and period > 0.0:
                     time.sleep(period)  # real-time playback (wall time), for watching
+                # Unpaced: acknowledgements are checked once per window of qos_depth frames (after every
+                # frame is too costly); a subscriber's own depth must hold the frames it has not processed.
                 elif unchecked >= settings.qos_depth:
                     self._wait_acknowledged(ack_timeout)  # the next frame could overwrite one not yet delivered
                     unchecked = 0

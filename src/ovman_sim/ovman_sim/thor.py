@@ -1,39 +1,12 @@
 """ThorWorld: the World protocol on AI2-THOR 5.0.0 (``ai2thor.controller.Controller``).
 
 Frame: AI2-THOR's world frame throughout (metres, y up, left-handed; yaw ``rotation.y`` in degrees
-clockwise from above with 0 facing +z; ``cameraHorizon`` in degrees, positive looking down), which
-is the core's frame, so poses pass through unchanged; REP 103 conversions live in ovman_core.frames.
+clockwise from above, 0 facing +z; ``cameraHorizon`` in degrees, positive looking down), the core's
+frame, so poses pass through unchanged. ``ai2thor`` is optional (``pip install -e .[thor]``) and
+imported only when a ThorWorld is made; it never goes to the network: the pinned build must be on disk.
 
-``ai2thor`` is an optional dependency (``pip install -e .[thor]``) imported only when a ThorWorld is
-made. The pinned Unity build (``sim_node.ai2thor.commit_id`` / ``platform``) must already be on disk
-in ``~/.ai2thor/releases/thor-<platform>-<commit_id>/`` (or ``local_executable_path`` must name a
-player binary): the constructor checks this before any Controller exists, because the Controller
-would otherwise go to the network (with no timeout) or hang. Start-up runs under a watchdog.
-
-Change mechanics (shared/design/notes/ai2thor.md §3 and §6):
-
-- a visit's object set (``reset(scene, objects)``): one ``SetObjectPoses`` listing every
-  pickupable and moveable object that stays (omitted ones are removed by AI2-THOR; a name listed
-  twice is copied, which is how added objects are made), ``DisableObject`` for static objects
-  that must go;
-- ``MoveObject``: ``TeleportObject(objectId, forceKinematic=False)`` so the object comes to rest;
-- ``RemoveObject``: ``DisableObject``; ``AddObject``: a ``SetObjectPoses`` copy of a template
-  object chosen by :meth:`ThorWorld.new_instance`;
-- after every change: ``Pass`` until ``isSceneAtRest`` (at most ``settle_max_steps``), then
-  ``GetReachablePositions`` again, then one more ``Pass`` so no image taken before the edit is used;
-- the mover (the embedded world's policy): the object is first set down on the reachable cell
-  nearest to it, then hops with ``TeleportObject(forceKinematic=True)`` + ``Pass``; its cells are
-  the reachable positions queried while the object is disabled.
-
-Conditions: ``low_light`` dims Unity's lights (``RandomizeLighting`` with a fixed brightness) and
-then applies :func:`degrade_low_light` (noise seeded by the condition seed and the step; pixels
-beyond ``low_light_visibility`` black, NaN depth, no segment), as the embedded world does;
-``texture`` calls ``RandomizeMaterials``, whose draw comes from Unity's own generator and is
-therefore not reproducible from our seed.
-
-Why one module of about 1,000 lines: it is one World implementation on AI2-THOR
-(:class:`ThorWorld`), its controller start-up and errors, object templates and mover; every part
-talks to the same controller.
+Why one module: it is one World implementation on AI2-THOR (:class:`ThorWorld`), its controller
+start-up and errors, object templates and mover; every part talks to the same controller.
 """
 
 from __future__ import annotations
@@ -148,7 +121,9 @@ def check_thor_config(sim: SimConfig) -> None:
 
 
 def check_thor_build(sim: SimConfig, home: Path | None = None) -> None:
-    """Raise ThorBuildMissingError, with provisioning instructions, unless the build is on disk."""
+    """Raise ThorBuildMissingError, with provisioning instructions, unless the build is on disk.
+    Checked before any Controller exists: without its build a Controller goes to the network (with
+    no timeout) or hangs."""
     cfg = sim.ai2thor
     if cfg.local_executable_path:
         path = Path(cfg.local_executable_path)
@@ -453,7 +428,12 @@ class _Mover:
 
 
 class ThorWorld:
-    """The World protocol on an AI2-THOR 5.0.0 Controller (see the module docstring).
+    """The World protocol on an AI2-THOR 5.0.0 Controller (change mechanics: shared/design/notes/ai2thor.md
+    §3 and §6). A visit's objects are one ``SetObjectPoses`` of the movables that stay (a name listed
+    twice is copied: how added objects are made) and ``DisableObject`` for static ones that go; a move
+    teleports with ``forceKinematic=False`` so the object comes to rest. After every change: ``Pass``
+    until ``isSceneAtRest``, the reachable positions again, then one more ``Pass`` so no image taken
+    before the edit is used. The mover hops by ``TeleportObject(forceKinematic=True)`` + ``Pass``.
 
     The Controller starts at the first :meth:`reset` (with that scene); the constructor only checks
     the installation, the configuration and the build on disk. The Controller is not thread-safe:

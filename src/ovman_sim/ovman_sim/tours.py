@@ -1,21 +1,11 @@
 """Coverage tours: the deterministic route a visit is recorded on (TASK.md §4, Algorithm 1 lines 2 and 4).
 
-A tour is planned on the reachable positions of the visit, through the World protocol only, so it
-runs on any world (embedded or AI2-THOR). Waypoints are chosen by farthest-point sampling under the
-walking (4-neighbour lattice) distance: the first is the reachable cell nearest the agent, each next
-one the cell farthest from all chosen so far, until every reachable cell lies within
-``tour.waypoint_spacing`` of a waypoint or ``tour.max_waypoints`` are chosen. Walking distance
-does not pass through walls, so rooms are covered before any room gets a second look. Each
-waypoint then moves to the 1-centre of the cells nearest to it (off the walls, where farthest-point
-sampling puts it, without leaving any cell farther away), and the waypoints are ordered as a
-nearest-neighbour route from the one covering the agent.
-
-At each waypoint the agent is teleported there facing yaw 0 with the camera at
-``tour.horizon_deg``, observes, and turns ``tour.turns_per_waypoint − 1`` times by
-``world.rotate_step_deg`` (RotateRight) observing after each turn, so the views span a full turn.
-Turns are world steps (the mover advances during them); teleports are not.
-
-Floor positions are AI2-THOR world (x, z), metres; yaw in degrees.
+A tour is planned on the visit's reachable positions through the World protocol only, so it runs
+on any world. Waypoints are chosen by farthest-point sampling under walking distance (which does not
+pass through walls, so rooms are covered before any gets a second look) until every cell lies within
+``tour.waypoint_spacing`` or ``tour.max_waypoints`` are chosen. At each waypoint the agent is
+teleported facing yaw 0 at ``tour.horizon_deg`` and observes a full turn in ``world.rotate_step_deg``
+steps; turns are world steps (the mover advances), teleports are not. Floor: AI2-THOR world (x, z), metres.
 """
 
 from __future__ import annotations

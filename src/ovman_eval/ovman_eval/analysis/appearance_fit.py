@@ -1,19 +1,9 @@
-"""The association's appearance cues fitted on one run and scored on another (issue 25; the paper's
-§III-C: "fitting CLIP crop features, a hue–saturation histogram and the back-projected extent
-into the association cost").
+"""The association's appearance cues fitted on one run and scored on another (the paper's §III-C).
 
-Pairs (:func:`ovman_eval.analysis.tables.appearance_cue_pairs`): every visit-1 and visit-2 map
-instance matched to ground-truth objects of one category, labelled the same object (1) or two
-objects (0), with their cues (:data:`ovman_query.association.CUES`). A logistic regression
-(scikit-learn, lbfgs, classes balanced: the different-object pairs far outnumber the others) on the
-fitting run's pairs gives one coefficient per cue; the association's variant "fitted" weighs each
-cue by its coefficient clipped at 0 and normalised to sum 1 (``association.colour_weight``,
-``extent_weight``; the embedding takes the rest). The AUROC of each cue alone and of the fitted
-score is given on the fitting pairs (in-sample) and on the other run's (held out).
-
-The file ``RUN/appearance_fit.json`` (:data:`FIT_FILE`) holds the fit, the AUROCs and, when
-measured, the static success of each variant on the held-out run's episodes
-(:mod:`ovman_eval.cli.appearance`); the report tabulates it. Pure: pairs in, numbers out.
+A balanced logistic regression on one run's same/different-object pairs gives each cue of
+:data:`ovman_query.association.CUES` a weight for the association's "fitted" variant; each cue's
+AUROC and the fitted score's are given in sample and on the other run's pairs (held out). The fit is
+kept in ``RUN/appearance_fit.json`` (:data:`FIT_FILE`). Pure: pairs in, numbers out.
 """
 
 from __future__ import annotations
@@ -101,7 +91,10 @@ def _aurocs(x: np.ndarray, y: np.ndarray, score: np.ndarray) -> dict[str, float 
 
 
 def fit_cues(fitting: Mapping[str, CuePairs], held_out: Mapping[str, CuePairs]) -> CueFit:
-    """The fit on ``fitting``'s pairs, scored on them and on ``held_out``'s (see the module docstring)."""
+    """The fit on ``fitting``'s pairs, scored on them and on ``held_out``'s.
+
+    Classes are balanced (the different-object pairs far outnumber the others); a cue's weight is its
+    coefficient clipped at 0 and normalised to sum 1, the embedding taking what colour and extent leave."""
     from sklearn.linear_model import LogisticRegression
 
     x, y = pooled(fitting)

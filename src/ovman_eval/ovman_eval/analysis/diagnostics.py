@@ -1,61 +1,12 @@
-"""Map and memory diagnostics (TASK.md §8, after the second seed's EMRD metrics).
+"""Map and memory diagnostics: a visit's map and the association against ground truth (TASK.md §8).
 
-Per visit, a map is compared with that visit's ground-truth world state:
+Per visit: the matching to ground truth, coverage (AEC), positional accuracy (PA) and temporal
+belief stability (TBS); across visits: identity resolution (SIR), change-kind precision and recall,
+and the appearance cues of same-category pairs. Positions are box centres in the AI2-THOR world
+(metres, y up); displacement is floor (x, z) distance. Pure; undefined ratios are None.
 
-- **Matching.** Map instances are matched one-to-one to ground-truth instances by a Hungarian
-  assignment (``scipy.optimize.linear_sum_assignment``) on the 3D distance between box centres. A
-  pair is allowed only when the map instance's label equals the ground-truth category (the seed
-  paper identifies objects by their labels and counts coverage per category) and the centres are
-  at most ``gate`` metres apart. Forbidden pairs cost more than any full set of allowed pairs, so
-  the matching has the most pairs possible and, among those, the least total distance. An
-  unmatched map instance within the gate of an already matched ground-truth instance of its
-  category is a **duplicate** (several map instances on one object); any other unmatched map
-  instance is **hallucinated** (matched to nothing).
-- **AEC** (absolute environment coverage): ``Σ_k min(|M_k|, |E_k|) / |E|`` with ``M_k`` the map
-  instances labelled ``k``, ``E_k`` the discoverable ground-truth instances of category ``k`` and
-  ``E`` all discoverable ones (the paper's formula: label counts, capped per category, so
-  duplicates cannot inflate it). "Discoverable" (the paper's ``G_base``) is an input: the
-  instances seen in at least one frame of the unperturbed tour.
-- **PA** (positional accuracy): ``exp(−RMSE / L) · K / |G_base|``. ``K`` is the number of matched
-  discoverable instances; their estimated centres are rigidly aligned (rotation from
-  ``scipy.spatial.transform.Rotation.align_vectors`` on the centred sets, then the translation of
-  the means) onto the ground-truth centres; RMSE is the root-mean-square residual after alignment
-  and ``L`` the spread of the matched ground truth, its RMS distance from its mean (metres).
-- **TBS** (temporal belief stability), from the map's incremental snapshots: at snapshot ``t``,
-  ``TBS(t) = exp(−Δd(t) / L) · |M_t| / |G_base|`` with ``Δd(t)`` the mean drift of the working
-  tracks present at ``t`` from their position when first seen, ``M_t`` the final instances present
-  at ``t`` (counted through ``InstanceMap.aliases``), both restricted to instances matched to
-  discoverable ground truth, and ``L`` as for PA.
-
-Across two visits:
-
-- **SIR** (spatial identity resolution, coverage-anchored as in the paper):
-  ``SIR = AEC₁ · |correctly paired| / |M_first|``, with ``M_first`` the instances present in both
-  world states that the visit-1 map holds (matched), "correctly paired" those whose visit-1 map
-  instance the association pairs with the visit-2 map instance of the same object, and ``AEC₁`` the
-  visit-1 map's coverage.
-- **Change kinds** (stayed, moved, removed, appeared): precision and recall of the association's
-  implied change set. A pair is a predicted "moved" when its floor displacement is at least the
-  threshold (Δmin, as the decision rules use it) and "stayed" otherwise; unmatched visit-1 / visit-2
-  map instances are predicted "removed" / "appeared". A prediction is correct when its map
-  instances are matched to one ground-truth object (the same one in both visits for a pair) whose
-  label is that kind. Recall counts only objects the maps hold where the kind needs them (both
-  maps for stayed and moved, visit 1 for removed, visit 2 for appeared), so it measures the
-  association and not the mapping (AEC does that).
-
-- **Appearance cues** (:func:`appearance_pairs`, TASK.md §10): the association's cues
-  (:data:`ovman_query.association.CUES`: the features' cosine, the Bhattacharyya coefficient of
-  the hue–saturation histograms, the likeness of the boxes' extents), for every pair of a visit-1
-  and a visit-2 map instance matched to ground-truth objects of one category: the same object (a
-  positive) or two different ones (a negative). :func:`auroc` of the pooled scores says how well
-  each cue alone tells same-category instances apart (0.5 = chance).
-
-Positions are box centres in the AI2-THOR world frame (metres, y up); displacement is floor (x, z)
-distance. Every function is pure; undefined ratios (no predictions, no relevant objects) are None.
-
-Why one module of about 650 lines: the map metrics (EC, PA, TBS) and the memory metrics (SIR,
-change-kind scores, appearance pairs) share the matching of map instances to the ground truth, and
-the map cache keys its entries on this one source file.
+Why one module: the map and memory metrics share the matching of map instances to the ground
+truth, and the map cache keys its entries on this one source file.
 """
 
 from __future__ import annotations
@@ -114,7 +65,13 @@ class GroundTruthMatch:
 
 
 def match_to_ground_truth(instance_map: InstanceMap, truth: WorldState, gate: float) -> GroundTruthMatch:
-    """Hungarian matching of map instances to ground-truth instances (see the module docstring).
+    """Hungarian matching of map instances to ground-truth instances on the distance of box centres.
+
+    A pair is allowed only when the map label equals the ground-truth category (the seed paper
+    counts coverage per category) and the centres are at most ``gate`` apart; the matching has the
+    most pairs possible and, among those, the least total distance. An unmatched map instance within
+    the gate of a matched ground-truth instance of its category is a duplicate, any other one is
+    hallucinated.
 
     ``gate``: largest allowed distance between box centres (metres, 3D). Every ground-truth
     instance is a candidate, discoverable or not, so a real object is never called hallucinated.
@@ -214,6 +171,9 @@ def _normalised_exp(error: float, spread: float) -> float:
 def positional_accuracy(estimated: np.ndarray, actual: np.ndarray, baseline: int) -> PositionalAccuracy:
     """PA of matched centres after the optimal rigid alignment of ``estimated`` onto ``actual``.
 
+    ``score`` = ``exp(−RMSE / L) · K / |G_base|``: RMSE the residual after the alignment (rotation
+    of the centred sets, then the translation of the means), L the RMS spread of ``actual``.
+
     ``estimated``, ``actual``: float (K, 3) centres, row k of one the match of row k of the other
     (world frame, metres). ``baseline``: |G_base|, the discoverable instances (≥ K, ≥ 1).
     """
@@ -293,7 +253,10 @@ def temporal_stability(
     spread: float,
     baseline: int,
 ) -> TemporalStability:
-    """TBS from a map's incremental snapshots (see the module docstring).
+    """TBS from a map's incremental snapshots: at snapshot t, ``exp(−Δd(t) / L) · |M_t| / |G_base|``.
+
+    Δd(t) is the mean drift of the counted working tracks present at t from where each was first
+    seen, and M_t the counted final instances present at t.
 
     ``aliases``: working uid → final uid (``InstanceMap.aliases``; absent = dropped); ``counted``:
     final uids matched to discoverable ground truth (they make ``M_t`` and ``Δd``); ``spread``: L
@@ -508,7 +471,14 @@ def change_scores(
     labels: Mapping[str, ChangeKind],
     moved_threshold: float,
 ) -> dict[ChangeKind, ChangeKindScore]:
-    """Precision and recall of the association for each change kind (see the module docstring).
+    """Precision and recall of the association for each change kind.
+
+    A pair is a predicted move when its floor displacement is at least ``moved_threshold``, else a
+    stay; unmatched visit-1 / visit-2 instances are predicted removals / arrivals. A prediction is
+    correct when its map instances match one ground-truth object (the same in both visits for a
+    pair) of that kind. Recall counts only objects the maps hold where the kind needs them (both
+    maps for stayed and moved, visit 1 for removed, visit 2 for appeared): it measures the
+    association, not the mapping.
 
     ``labels``: ground-truth id → kind for every object either map is matched to (for example
     :func:`change_labels`); ``moved_threshold``: floor displacement (metres, Δmin) from which a
@@ -625,7 +595,9 @@ def appearance_pairs(
     truth2: WorldState,
 ) -> AppearancePairs:
     """The appearance cues (:func:`ovman_query.association.appearance_cues`) on every pair of matched
-    visit-1 and visit-2 map instances whose objects share a category (see the module docstring)."""
+    visit-1 and visit-2 map instances whose objects share a category: one object seen twice is a
+    positive, two objects a negative; :func:`auroc` of the pooled scores says how well a cue tells
+    them apart (0.5 = chance)."""
     from ovman_query.association import CUES, appearance_cues
 
     rows = [k for k, i in enumerate(map1.instances) if i.uid in first.truth_of]

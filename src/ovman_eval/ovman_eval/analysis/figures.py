@@ -1,15 +1,9 @@
 """The report's figures, drawn with matplotlib (Agg) from result records and episode sketches.
 
-- :func:`figure_error_budget`: the rungs of the error budget as bars (static and embodied) with
-  the gaps between them (Fig. 5a);
-- :func:`figure_relations`: success per relation and overall for every arm with Wilson 95%
-  intervals (static and embodied panels);
-- :func:`figure_scenes`, :func:`figure_instances`: success per scene and by same-category instances;
-- :func:`figure_map_quality`: per relation, the map and memory metrics on the episodes the
-  two-visit agent passed and on those it failed;
-- :func:`draw_episode`: one episode from above (maps, association, truth, answer, predictions, path).
-
-Coordinates: AI2-THOR world floor (x, z) in metres, drawn with x to the right and z up.
+One function per summary figure (error budget, relations, maintained map, scenes, instances, map
+quality), and :func:`draw_episode`: one episode from above (maps, association, truth, answer,
+predictions, path). Coordinates: AI2-THOR world floor (x, z) in metres, drawn with x to the right
+and z up.
 """
 
 from __future__ import annotations

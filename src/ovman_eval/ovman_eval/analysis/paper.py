@@ -1,14 +1,9 @@
-"""Side by side with the paper: each number the OVMAN paper quotes, next to ours for the same
-quantity (issue 25; pure: records in, a table out).
+"""Side by side with the paper: each number the OVMAN paper quotes, next to ours for the same quantity.
 
-The paper's figures are quoted from its text (Tables III–V, Fig. 3, Fig. 4, Fig. 5a, the
-multi-change split and the validity checks), over its 219 single-change episodes in 20 AI2-THOR
-scenes (170 multi-change episodes), with CLIP on a laptop GPU. Ours come from the run's records:
-success rates with their Wilson 95% interval, paired differences with wins:losses and the exact
-McNemar p. A quantity the run cannot give (an arm it did not run, an embodied figure of a
-static-only run, no multi-change part) reads "–", and each row's last column says what differs in
-how the two numbers are made. Differences are shown, not reconciled: the worlds, the perception
-and the episode counts differ (:data:`SCALE_NOTE`).
+The paper's figures are quoted from its text; ours come from the run's records (success rates with
+their Wilson 95% interval, paired differences with wins:losses and the exact McNemar p). A quantity
+the run cannot give reads "–", and each row's last column says how the two numbers are made
+differently. Differences are shown, not reconciled (:data:`SCALE_NOTE`). Pure: records in, a table out.
 """
 
 from __future__ import annotations
@@ -254,7 +249,7 @@ QUOTED: tuple[Quoted, ...] = (
 def side_by_side_table(
     records: Iterable[ResultRecord], part: Sequence[ResultRecord] = (), seed: int | None = None
 ) -> Table:
-    """The paper's numbers next to ours (see the module docstring); ``part``: the records of the
+    """The paper's numbers next to ours, one row per quoted number; ``part``: the records of the
     run's multi-change part (empty: none)."""
     records = list(records)
     o = Outcomes(records, seed)

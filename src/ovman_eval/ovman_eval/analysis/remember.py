@@ -1,32 +1,10 @@
 """The second seed's Remember metrics (EMRD: forgetting, serial position, working memory) of a mapper.
 
-Read from a visit's map as the mapper built it frame by frame (``InstanceMap.history``: after each
-frame, the working tracks held and the ones that frame's segments were fused into; and
-``InstanceMap.aliases``: which working track became which final instance). The memory items are
-the mapper's working tracks, whatever they hold (an object, a fragment of one, a spurious segment):
+Read from a visit's map as the mapper built it frame by frame (``InstanceMap.history`` and
+``InstanceMap.aliases``). The memory items are the mapper's working tracks, whatever they hold:
 what the agent remembers, not what is there. Times are the recording's steps.
-
-- **Forgetting** (the Ebbinghaus curve). A track is *forgotten* when it leaves the working map
-  (present after frame t−1, absent after frame t: forgotten at step(t)), or when the visit's map is
-  built after its last frame and the track became no final instance (forgotten at the last
-  frame's step). A track merged into another final instance is remembered through it. Its
-  time-to-forget TTF is the steps from its last sighting to its forgetting; a track remembered to
-  the end is right-censored there, with the steps from its last sighting to the last frame.
-  :func:`forgetting_curve` pools them: the Kaplan–Meier retention R(δ), the memory strength
-  Ŝ = Σ TTF / d (the closed-form MLE of an exponential under right-censoring, d the forgetting
-  events) and the R² of exp(−δ/Ŝ) against the Kaplan–Meier estimate (negative: a flat line at its
-  mean fits better than an exponential decay).
-- **Serial position.** A visit's tracks in order of discovery (first frame held, then uid) are
-  split into three equal bins, early, middle and late; per bin the mean TTF (censored durations
-  included, as the paper's mean) and the share forgotten. Pooled as the paper does: the mean over
-  visits of each visit's bin mean.
-- **Working memory** (Miller's law). Each transition between frames, and the build after the last,
-  is a chance to forget: its load m is the number of tracks held before it, and it is a forgetting
-  event when at least one of them is gone after it. P(forget | m), m binned by
-  ``benchmark_node.diagnostics.memory_load_bin`` tracks.
-
-:func:`visit_memory` reduces one visit to a small JSON-able summary (kept in the map diagnostics
-of every result); :func:`remember_table` pools the summaries of a run's groups per kind of map.
+:func:`visit_memory` reduces one visit to a JSON-able summary (kept in every result's map
+diagnostics); :func:`remember_table` pools a run's summaries per kind of map.
 """
 
 from __future__ import annotations
@@ -58,7 +36,11 @@ class MemoryItem:
 
 
 def memory_items(history: Sequence[MapSnapshot], aliases: Mapping[str, str]) -> list[MemoryItem]:
-    """Every working track of a visit's history, in discovery order (see the module docstring)."""
+    """Every working track of a visit's history, in discovery order (first frame held, then uid).
+
+    A track is forgotten when it leaves the working map (at that frame's step), or when it became
+    no final instance of the map built after the last frame (at the last step); one merged into
+    another final instance is remembered through it. One remembered to the end is censored there."""
     if not history:
         return []
     first: dict[str, int] = {}
@@ -141,7 +123,10 @@ class ForgettingCurve:
 
 
 def forgetting_curve(rows: Iterable[Sequence[int]]) -> ForgettingCurve:
-    """The curve of pooled [TTF, forgotten, censored] rows (see the module docstring)."""
+    """The curve of pooled [TTF, forgotten, censored] rows.
+
+    Ŝ = Σ TTF / d is the closed-form MLE of an exponential under right-censoring (d: the forgetting
+    events); a negative R² means a flat line at its mean fits better than an exponential decay."""
     counts: dict[int, list[int]] = {}
     for ttf, forgotten, censored in rows:
         row = counts.setdefault(int(ttf), [0, 0])

@@ -1,41 +1,11 @@
 """The benchmark report of a run directory: ``report.md`` and ``report.html`` with tables and figures.
 
 Written from the run's files alone (``results.jsonl``, ``sketches.jsonl``, ``run.json``,
-``timings.json``, ``sweep.json`` once ``ovman sweep`` has run, and ``appearance_fit.json`` once
-``ovman fit-appearance`` has), so ``ovman report RUN``
-regenerates it at any time. Besides the tables of :mod:`ovman_eval.analysis.tables` it holds the parser's
-accuracy and the agent's segmenter under the run's configuration
-(:mod:`ovman_eval.analysis.configured_sections`) and the admissibility sweep's table:
-
-- ``figures/error_budget.png``: the rungs of the error budget as bars (static and embodied) with
-  the gaps between them (Fig. 5a);
-- ``figures/relations.png``: success per relation and overall for every arm with Wilson 95%
-  intervals (static and embodied panels);
-- ``figures/maintained.png`` (Fig. 4): per relation, the maintained map against the two-visit
-  reading of the same maps, both with grounding handed over, when the run has both arms;
-- ``figures/scenes.png``: success per scene; ``figures/instances.png``: by same-category instances;
-- ``figures/map_quality.png``: per relation, the map and memory metrics (SIR, AEC, PA, TBS) on the
-  episodes the two-visit agent passed and on those it failed (where the error budget goes);
-- ``figures/episodes/<episode>.png``: one top-down figure per episode (:func:`draw_episode`): the
-  reachable grid of the evaluated world, both visits' map instances (the queried category
-  emphasised), the association, the ground truth of the category, the answer, every arm's
-  prediction and the two-visit agent's path.
-
-Above the headline, the run's facts, led by what the report could not use: the damaged lines of
-``results.jsonl``/``sketches.jsonl`` it skipped (file, line number, reason; see
-:mod:`ovman_eval.runs.results`) and the embodied runs that could not be made (failure ``error``, with
-the world's message; counted as failures in every table).
-
-Sections: the headline, Figures, Tables (the paper's), Multi-change split (the run's
-multi-change part, ``RUN/multi_change``, when it has one:
-:func:`ovman_eval.analysis.tables.multi_change_tables`), Side by side with the paper (each number
-the paper quotes next to ours: :mod:`ovman_eval.analysis.paper`), Perception (the agent's segmenter on the
-held-out perception homes, from its model's manifest), Map and memory (map and memory tables,
-the stress-condition comparison, ``map_quality.png``), Validity checks (seeds, memory margin,
-admissibility sweep, text queries, parser), Episodes. ``report.md`` links the figures;
-``report.html`` is one file with the summary figures embedded (base64 PNG) and the per-episode
-figures linked. Coordinates: AI2-THOR world floor (x, z) in
-metres, drawn with x to the right and z up.
+``timings.json``, and ``sweep.json`` / ``appearance_fit.json`` when present), so ``ovman report RUN``
+regenerates it at any time. Above the headline, the run's facts, led by what the report could not
+use (damaged lines it skipped, embodied runs that could not be made). ``report.html`` is one file
+with the summary figures embedded (base64 PNG). Coordinates: AI2-THOR world floor (x, z) in metres,
+drawn with x to the right and z up.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """The stress-condition comparison: each condition against the baseline on the same episodes (pure).
 
-A run with ``--condition low_light|texture`` holds the records of the baseline and of every
-condition for the same (episode, arm, seed) (:mod:`ovman_eval.benchmark.runner`). Two tables compare them:
-
-- :func:`condition_success_table`: per condition, arm and gate (static, embodied), the success
-  rate under the baseline and under the condition on the same episodes, the discordant episodes
-  as lost:gained (solved only under the baseline : only under the condition) and the exact
-  McNemar p (:func:`ovman_eval.analysis.stats.mcnemar_exact`);
-- :func:`condition_map_table`: per condition, the map and memory diagnostics of the agent's maps
-  (AEC, PA, RMSE, TBS, duplicates and hallucinations per visit; SIR and the identity ratio across
-  visits): their means under both, the mean difference condition − baseline over the recorded
-  groups where both are defined, and the groups where the condition is lower:higher with the
-  exact sign test p (the same binomial test as McNemar's).
-
-Both use one run seed (``seed``, default the smallest in the records). Records carry no condition
-field on disk when they are of the baseline (:mod:`ovman_eval.runs.results`).
+A run with ``--condition low_light|texture`` holds the baseline's and every condition's records
+for the same (episode, arm, seed); the success table and the map table compare them with exact
+paired tests. Both use one run seed (``seed``, default the smallest in the records). Baseline
+records carry no condition field on disk (:mod:`ovman_eval.runs.results`).
 """
 
 from __future__ import annotations
@@ -69,8 +58,9 @@ def _success(record: ResultRecord, gate: str) -> bool:
 
 def condition_success_table(records: Iterable[ResultRecord], seed: int | None = None) -> Table | None:
     """Per stress condition, arm and gate: baseline and condition success on the same episodes,
-    lost:gained and the exact McNemar p (see the module docstring). None without a condition or
-    without baseline records."""
+    lost:gained (solved only under the baseline : only under the condition) and the exact McNemar p
+    (:func:`ovman_eval.analysis.stats.mcnemar_exact`). None without a condition or without baseline
+    records."""
     records = list(records)
     conditions = stress_conditions(records)
     if not conditions or not any(r.condition == BASELINE for r in records):
@@ -146,7 +136,8 @@ def _fmt_difference(value: float, digits: int) -> str:
 def condition_map_table(records: Iterable[ResultRecord], seed: int | None = None) -> Table | None:
     """Per stress condition and map/memory metric: the baseline and condition means, the mean
     difference condition − baseline over the groups where both are defined, lower:higher and the
-    exact sign test p (see the module docstring). None without a condition or diagnostics."""
+    exact sign test p (the same binomial test as McNemar's) over the recorded groups of the agent's
+    maps. None without a condition or diagnostics."""
     records = list(records)
     conditions = stress_conditions(records)
     if not conditions:

@@ -1,43 +1,12 @@
 """Robustness of the static memory margin to the admissibility settings (the paper's §III-C check).
 
-The paper re-derives admissibility over 256 defensible settings of the drift tolerance, τ, Δmin
-and each filter, and reports that the static memory margin (two-visit static success minus the
-single-visit arm's expected static success) stays within a narrow range and never changes sign.
-This module does the same on a finished benchmark run:
+On a finished run, every episode is re-checked under each setting of a grid (drift tolerance, τ,
+Δmin, R_sep, filters) in the generator's order, and the margin (two-visit static success minus the
+single-visit arm's expected success) is computed on the episodes each admits. It re-filters only
+(:data:`LIMITATION`) and leaves the records as they are. Frames: AI2-THOR world, metres; floor (x, z).
 
-- a **setting** (:class:`SweepSetting`) is a drift tolerance, τ (``task.stable_tolerance``), Δmin
-  (``task.min_displacement``), R_sep (``task.separation_radius``) and the filters switched on
-  (:data:`FILTERS`); the grid (:func:`settings_grid`) is the product of the value lists of
-  ``benchmark_node.sweep`` in ``config/ovman.yaml``, each toggled filter also switched off;
-- for each setting, every episode of the dataset is re-checked (:func:`drop_reason`) in the order
-  the generator checks a candidate (:mod:`ovman_eval.generation.generator`): the relation still selects a
-  unique instance under τ and Δmin, and it is the instance the run was scored against
-  (:func:`ovman_eval.task.answers.compute_answer`); the anti-shortcut rule with R_sep, against every
-  footprint the mover's instance takes (:func:`ovman_eval.task.admissibility.admissibility_violations`);
-  the recorded drift against the tolerance;
-- on the episodes a setting admits, the margin is the two-visit static success rate minus the
-  mean of the single-visit arm's per-episode success probabilities (:func:`sweep`), with the exact
-  Poisson–binomial tail of the two-visit count (TASK.md §7);
-- the summary is the range and median of the margins, whether the sign ever differs from the
-  sign at the dataset's own setting, and the settings at the extremes.
-
-Where the quantities come from: the drift check values and the oracle runs' paths of the carried
-instance are stored in each :class:`ovman_eval.task.episodes.EpisodeRecord`; the positions of every
-instance of the queried category in W1 and W2, which τ, Δmin and R_sep test, are not, so they are
-re-read from the recorded ground truth (:func:`read_truths`: the first frame of each visit, and
-every visit-2 frame for the carried instance of a mover episode). The records are left as they are.
-
-**Limitation (re-filtering only).** Generation keeps no rejected candidate, only the count of
-rejections per relation and reason (``manifest.json``), so the sweep can only drop episodes of
-the generated pool: a setting looser than the dataset's own (a larger drift tolerance, a smaller
-R_sep, a filter switched off) admits nothing the generator rejected, and its margin is over the
-generated episodes it keeps. (τ and Δmin can drop episodes in both directions: a smaller Δmin or
-a larger τ can make a second instance qualify, so that the relation no longer selects one.)
-
-Frames and units: AI2-THOR world frame, metres; floor points are (x, z).
-
-Why one module of about 700 lines: re-deriving admissibility needs the recorded truth reader, the
-drop rules and the margin over the grid of settings together, and none of them is used elsewhere.
+Why one module: re-deriving admissibility needs the recorded truth reader, the drop rules and the
+margin over the grid together, and none of them is used elsewhere.
 """
 
 from __future__ import annotations
@@ -86,6 +55,8 @@ ANSWER_CHANGED = "answer_changed"
 """Drop reasons besides the anti-shortcut codes of :mod:`ovman_eval.task.admissibility` and :data:`DRIFT`:
 the relation selects no instance or several, or another instance than the one the run scored."""
 
+# τ and Δmin can drop episodes in both directions: a smaller Δmin or a larger τ can make a second
+# instance qualify, so that the relation no longer selects one.
 LIMITATION = (
     "Re-filtering only: generation keeps no rejected candidates (only their counts per reason), so a "
     "setting looser than the dataset's own (a larger drift tolerance, a smaller R_sep, a filter switched "
@@ -405,7 +376,8 @@ def _sign(value: float) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class SweepResult:
-    """The margins over a grid of settings (see the module docstring).
+    """The margins over a grid of settings: their range and median, whether the sign ever differs
+    from the sign at the dataset's own setting, and the settings at the extremes.
 
     ``reference``: the result at the dataset's own setting (computed even when the grid lacks it;
     ``reference_in_grid`` says whether it is one of ``rows``); ``episodes``: the dataset's count;
@@ -574,7 +546,11 @@ def sweep(
     base: TaskConfig,
     seed: int | None = None,
 ) -> SweepResult:
-    """The static memory margin under each of ``settings`` (see the module docstring).
+    """The static memory margin under each of ``settings``, on the episodes each admits
+    (:func:`drop_reason`), with the exact Poisson–binomial tail of the two-visit count (TASK.md §7).
+
+    W1/W2 positions of the queried category, which τ, Δmin and R_sep test, are not in the records,
+    so they come from the recorded ground truth (``truths``).
 
     ``records``: the dataset's episodes; ``truths``: their ground truth (:func:`read_truths`);
     ``results``: the run's result records (two_visit and single_visit on every episode; the run

@@ -1,44 +1,12 @@
 """The benchmark's tables from its result records (pure: records in, tables out).
 
-Every table is a :class:`Table` that renders as markdown, HTML and plain text. The tables follow
-the paper's (TASK.md §6-8):
+One function per table of the report, each a :class:`Table` (markdown, HTML, plain text), after the
+paper's (TASK.md §6-8). Paired comparisons use one run seed (``seed``, default the smallest), so each
+episode has one outcome per arm; the single-visit arm enters by its seeded pick, except in the
+Poisson–binomial test, which uses its probabilities (static gate only, where they are exact).
 
-- :func:`headline_table`: every arm, static and embodied success with 95% Wilson intervals, SPL;
-- :func:`static_table` (Table III analogue): the static gate per relation and overall, with the
-  rungs of the error budget; the single-visit arm twice (its expected success, the mean of its
-  per-episode probabilities, and its seeded pick);
-- :func:`embodied_table` (Table IV): embodied success per relation, SPL and SPL given success,
-  actions per episode (temporal efficiency) over all runs and over successes;
-- :func:`anti_shortcut_table`: every arm on the OVMAN test and on "reach any instance of the
-  queried category" (the category-only baseline's own test; the gap is the anti-shortcut rule);
-- :func:`failure_table` (Table V): success, wrong instance, abstained, > far_miss_distance, the
-  rest, and lost in navigation, per relation; :func:`failure_by_arm_table` for every arm;
-- :func:`error_budget` / :func:`error_budget_table` (Fig. 5a): the rungs and the gaps between them
-  (grounding, mapping, answer selection, navigation), with McNemar tests between rungs;
-- :func:`relation_comparisons_table`: per relation, the two-visit agent against each arm,
-  exact McNemar on the discordant episodes, Holm-adjusted over the relations;
-- :func:`single_vs_two_table`: the two-visit successes against the single-visit arm's exact
-  Poisson–binomial tail, overall and per relation (Holm over relations);
-- :func:`per_scene_table`, :func:`by_instances_table` (Fig. 3: 2, 3, 4+ same-category instances);
-- :func:`pairwise_table`: wins:losses with the exact McNemar p for every pair of arms;
-- :func:`seeds_table`: overall success per run seed, and its range; :func:`margin_table`: the
-  memory margin (two-visit minus single-visit) per seed, its range and whether its sign changes;
-- :func:`text_query_table`: the relation supplied versus inferred from the query's text;
-  :func:`parser_table`: the parser's accuracy on its training and held-out phrasings;
-- :func:`map_table`, :func:`memory_table`: the map and memory diagnostics (AEC, PA, TBS per visit;
-  SIR and change-kind precision/recall per arm);
-- :func:`multi_change_tables`: the run's multi-change part, every arm per relation and the
-  grounding-handed-over rung with exact McNemar;
-- :func:`maintained_table` (Fig. 4): the maintained map against the two-visit reading, both with
-  grounding handed over, per relation with exact McNemar.
-
-Tables of paired comparisons use one run seed (``seed``, default the smallest in the records),
-so every episode has one outcome per arm. Single-visit comparisons use its seeded pick, except
-the Poisson–binomial test, which uses its probabilities (static gate only, where they are exact).
-
-Why one module of about 830 lines: one short function per table of the report, all on the same
-index of the records (:class:`Outcomes`) and the same formats (:mod:`ovman_eval.analysis.table`);
-split by table, the pieces would import each other's helpers.
+Why one module: one short function per table, all on the same index of the records
+(:class:`Outcomes`) and formats; split by table, the pieces would import each other's helpers.
 """
 
 from __future__ import annotations

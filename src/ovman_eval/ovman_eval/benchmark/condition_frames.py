@@ -1,28 +1,10 @@
 """Recorded tours re-rendered under a stress condition (``ovman benchmark --condition low_light|texture``).
 
-A stress condition changes what the camera sees, never the world: the same objects, the same tour
-poses, the same changes. So instead of generating a second dataset, the benchmark re-renders every
-recorded frame of a baseline episode under the condition on the live world: for each frame the
-world is set to the frame's ground-truth objects (reset only when they differ from the previous
-frame's, e.g. while the mover carries an instance), the agent is placed at the frame's pose, and
-the world renders the camera bundle under the condition. The frame's step is kept, so the mapper
-sees the recorded timing. Ground truth (objects, and which instances the tour could discover) stays
-that of the recording: the diagnostics compare the degraded map against the unperturbed ``G_base``.
-
-The frames are re-rendered with the simulator configuration the dataset was generated with (its
-manifest's ``sim_node.world``, ``camera`` and ``embedded``: the homes and the camera of the
-recordings), under the run's own ``sim_node.conditions`` (:func:`recording_sim_config`), with the
-ideal camera: a frame's depth is the recorded one (the sensor model's reading, drawn once when the
-episode was generated), invalid where the condition's re-render has none (beyond the low-light
-visibility), so a condition and the baseline differ by the condition alone.
-
-The condition's draws (noise, textures) use one seed per (episode, condition), the same for both
-visits (as ``ovman generate --condition`` records them): textures are randomised once per
-episode. Low-light noise is drawn per frame from the seed and the pose (the re-rendering world is
-placed, never stepped, so its step counter stays 0 and a pose seen in both visits gets the same
-noise draw; ``ovman generate --condition`` also varies it with the step).
-
-Frames: AI2-THOR world (metres; floor (x, z)).
+A stress condition changes what the camera sees, never the world: every recorded frame of a
+baseline episode is re-rendered on the live world at the frame's objects and pose, with the
+dataset's simulator configuration and the ideal camera, keeping the frame's step and its recorded
+depth (invalid where the condition sees nothing). Ground truth stays the recording's, so a
+condition and the baseline differ by the condition alone. Frames: AI2-THOR world (metres; floor (x, z)).
 """
 
 from __future__ import annotations
@@ -94,9 +76,11 @@ def _ideal_camera(sim: SimConfig) -> SimConfig:
 
 
 class ConditionSensor:
-    """Re-renders the recorded frames of one scene under ``condition`` on ``world`` (see the module
-    docstring). Call it with the frames of a visit in recording order; it returns the observation
-    the mapper sees instead of the recorded one. ``where`` names the recordings in errors."""
+    """Re-renders the recorded frames of one scene under ``condition`` on ``world``: the world is reset
+    to a frame's objects only when they differ from the previous frame's (e.g. while the mover carries
+    an instance), else the agent is placed at the frame's pose. Call it with the frames of a visit in
+    recording order; it returns the observation the mapper sees instead of the recorded one.
+    ``where`` names the recordings in errors."""
 
     def __init__(self, world: World, scene: str, condition: StressCondition, where: str) -> None:
         self.world = world
@@ -116,6 +100,8 @@ class ConditionSensor:
                 raise RecordingError(f"{self.where}: cannot re-render step {recorded.step}: {err}") from err
             self._objects = frame.objects
         else:
+            # Placed, never stepped: the world's step stays 0, so a pose seen in both visits gets the
+            # same low-light noise draw (``ovman generate --condition`` also varies it with the step).
             moved = world.teleport(recorded.pose)
             if not moved.success:
                 raise RecordingError(f"{self.where}: cannot re-render step {recorded.step}: {moved.message}")

@@ -1,14 +1,11 @@
-"""The evaluation of one recorded group: its maps, every arm's prediction and static result, the
-embodied run of each (episode, arm, seed), and the group's sketch (TASK.md §3, §6).
+"""The evaluation of one recorded group: maps, predictions, static and embodied results, sketch (TASK.md §3, §6).
 
-:class:`GroupEvaluator` is the runner's worker: the in-process runner gives it units of work
-(:class:`ovman_eval.benchmark.request.WorkUnit`), and benchmark_node uses its pieces (maps,
-predictions, navigation plans, scoring) around the graph's nodes. Frames: AI2-THOR world (metres;
-floor (x, z)).
+:class:`GroupEvaluator` is the in-process runner's worker (units of
+:class:`ovman_eval.benchmark.request.WorkUnit`); benchmark_node uses its pieces around the graph's
+nodes. Frames: AI2-THOR world (metres; floor (x, z)).
 
-Why one module of about 600 lines: it is one class whose methods are the steps of a group's
-evaluation, called both by the in-process runner and, one by one around the graph's nodes, by
-benchmark_node.
+Why one module: it is one class whose methods are the steps of a group's evaluation, called by the
+in-process runner and, one by one around the graph's nodes, by benchmark_node.
 """
 
 from __future__ import annotations

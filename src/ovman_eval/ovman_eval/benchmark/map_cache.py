@@ -1,37 +1,12 @@
 """The maps of a recorded group, built once and cached per (recordings, encoder, mapping config, code).
 
-Building the two visit maps of an episode from its recordings is the expensive part of the static
-gate (seconds per episode); answering from built maps takes milliseconds. A :class:`GroupMaps`
-holds everything the arms, the diagnostics and the figures need from the recordings:
-
-- both visits' maps in their *lean* form (:func:`lean_map`: what an InstanceMap message carries):
-  the point clouds, the incremental history and the sightings between the first and the last are
-  dropped once the diagnostics that need them (PA, TBS) are computed, so an entry loads in a few
-  milliseconds;
-- the ground truth read from the same frames (visit 1, the first and last frame of visit 2, the
-  mover's instance at every visit-2 frame) and the instances discoverable in each tour;
-- the map and memory diagnostics (:mod:`ovman_eval.analysis.diagnostics`) of the agent's maps and association;
-- the text embeddings of the group's noun phrases, so that answering from a cached entry needs
-  no language model.
-
-Each entry is one file, ``<key>.maps``: a JSON document of the entry's structure and its numbers
-as raw numpy arrays with their dtypes (:mod:`ovman_eval.runs.array_bundle`; floats come back bit for bit),
-with a sha256 of its own bytes. Reading an entry runs no code (no pickle), and a damaged, truncated
-or unparseable entry is reported with a :class:`DamagedEntryWarning` and rebuilt. The key (the file
-name) is a sha256 over the content of the recordings' files, the dataset's episode hash, the encoder
-description, the mapping configuration and the source of the code that builds maps; a change to any
-of them misses the cache. (A recording file's digest is kept per process while its path, size,
-mtime, ctime and inode stay the same: a run reads each recording once to key it.) Maps of the
-recordings re-rendered under a stress condition (:mod:`ovman_eval.benchmark.condition_frames`) are separate
-entries, keyed also by the condition, its seed, the simulator configuration and its code. Entries
-are written atomically (temporary file, fsync, then rename), so parallel workers can share a
-directory.
-
-:class:`PhraseByPhraseEncoder` wraps the configured encoder so that a map cache entry's phrase
-vectors spare the language model. Every text embedding is computed for one phrase at a time
-(:mod:`ovman_mapping.encoders`), so results do not depend on the number of workers.
-
-Frames: AI2-THOR world (metres).
+A :class:`GroupMaps` holds all the arms, diagnostics and figures need of the recordings: both
+visits' lean maps, the ground truth read from the same frames, the map and memory diagnostics and
+the phrase embeddings (answering from an entry needs no language model). An entry is one
+``<key>.maps`` file (:mod:`ovman_eval.runs.array_bundle`: reading runs no code, floats come back bit
+for bit), written atomically so parallel workers share a directory; a damaged one is reported and
+rebuilt. Text embeddings are computed one phrase at a time, so results do not depend on the number
+of workers. Frames: AI2-THOR world (metres).
 """
 
 from __future__ import annotations
@@ -254,7 +229,9 @@ def _recording_stamp(path: Path) -> dict[str, str]:
 
 class CacheKeys:
     """Entry names for one (configuration, encoder, dataset): the parts common to every group are
-    hashed once, the recordings of each group at every call (see the module docstring)."""
+    hashed once, the recordings of each group at every call. A name is a sha256 over the content of
+    the recordings' files, the dataset's hash, the encoder, the mapping configuration and the code
+    that builds maps, so a change to any of them misses the cache."""
 
     def __init__(self, config: OvmanConfig, encoder_description: str, dataset_hash: str) -> None:
         document = to_document(config)
@@ -289,8 +266,8 @@ class CacheKeys:
 
 
 class MapCache:
-    """A directory of :class:`GroupMaps` entries (``None`` directory: nothing is kept); see the
-    module docstring for the format."""
+    """A directory of :class:`GroupMaps` entries (``None`` directory: nothing is kept), one
+    ``<key>.maps`` file each (:mod:`ovman_eval.benchmark.map_entry`), with a sha256 of its own bytes."""
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory

@@ -1,68 +1,11 @@
 """The in-process benchmark runner: the static gate and the embodied run of every arm (TASK.md §3, §6).
 
-For each recorded group of a dataset (an episode, or the episodes of one multi-change group):
-
-1. **Maps** of both visits from the recorded tours, built once per (recordings, encoder, mapping
-   configuration, code) and cached (:mod:`ovman_eval.benchmark.map_cache`).
-2. **Static gate**, per (episode, arm, seed): the arm's predicted point against the answer point
-   (within ``task.static_gate_radius``; abstaining fails), the failure class, and the
-   category-only test (within the gate radius of any instance of the category at the end of
-   visit 2). The single-visit arm also carries its exact per-episode success probability.
-3. **Embodied run**, per (episode, arm, seed): the live world is reset to the evaluated world (the
-   last frame of the visit-2 recording) with the agent at the episode's start pose, under the
-   recording's condition, and the mover restarted with the episode's navigation seed. The arm
-   navigates with the reference executor (:func:`ovman_nav.executor.navigate`) to its predicted
-   point, stopping within R of the footprint of the instance its answer rests on (an ObjectNav
-   agent stops by its object); a moving answer is re-targeted from the agent's latest estimate
-   (:mod:`ovman_eval.benchmark.tracking`; the oracle arms follow the ground truth). At Stop the Eq. 4 test
-   is applied with the answer footprint at that moment; SPL uses l = the shortest path from the
-   start to any position that passes the test (the executor's grid at the start of navigation).
-   An arm that abstains never moves and fails. The given-answer arm navigates exactly as the
-   certification oracle did.
-
-Arms: ``two_visit``, ``two_visit_text`` (the same agent given the query's text, so the relation
-is inferred by the parser), ``sim_perception`` (the same agent on maps built from the simulator's
-segments, from the same reading of the recordings), ``single_visit`` (a seeded uniform pick among
-the visit-2 grounded instances; its seed comes from ``query_node.seed``, the run seed and the
-episode id), ``oracle_grounding`` (the agent's maps, grounded by the true category of each
-instance's points: ``GroupMaps.shares``), ``oracle_positions``, ``given_answer``, the
-``category_only`` baseline and ``maintained_map`` (the same maps read as one map maintained across
-both visits, DualMap's reading, grounded as oracle_grounding: :mod:`ovman_query.maintained`)
-(:mod:`ovman_query.arms`). Every arm but sim_perception reads the
-agent's maps, built with ``mapping_node.segmenter`` (the learned segmenter by default: pixels
-only), and its moving-target tracker segments the live frames with that segmenter.
-The agent is given the category and the relation (the paper's default) except in two_visit_text.
-Run seeds reseed the agents' stochastic choices, not the simulator: the mover always restarts with
-the episode's seed.
-
-Stress conditions (``conditions``, e.g. ``("low_light",)``): the baseline episodes are also
-evaluated under each condition on the same episodes, every arm and seed. The recorded tours are
-re-rendered under the condition (:mod:`ovman_eval.benchmark.condition_frames`; same world, changes and poses,
-the condition's seed derived from the episode's seed and its name), mapped into their own cache
-entries, and the embodied run renders under the condition too. Work units are (group, condition);
-records carry their condition, and the stress comparison is :mod:`ovman_eval.analysis.stress`.
-
-An episode whose evaluated world cannot be set up (the world refuses its start pose: off the grid,
-inside a wall, a yaw that is not a multiple of the rotation step; or the executor's grid does not
-hold it) gets an embodied error result (:func:`ovman_eval.benchmark.navigation.error_result`: failure
-:data:`ovman_eval.runs.results.EMBODIED_ERROR` with the world's message) and the run goes on.
-
-Run directory ``runs/<stamp>/`` (file layout in :mod:`ovman_eval.runs.results`): results are appended
-one line at a time with fsync and sorted into their final file at the end, so a rerun of the same
-command (same dataset, configuration, code revision, arms, seeds) resumes the unfinished run and
-does only the missing work; a damaged line of the partial files is reported (``warn``) and its
-result recomputed. A benchmark holds the run directory's lock (:func:`ovman_eval.runs.run_dir.run_dir_lock`) while it
-works: a second one on the same directory stops at once. ``workers`` processes share the work by
-unit; every result depends only on its episode, so any number of workers writes the same bytes.
-A worker that dies (SIGKILL, the OOM killer) stops the run with :class:`WorkerDiedError`, naming
-it, its signal or exit status and the unit it was computing; the finished units are kept.
-
-The multi-change part (``BenchmarkRequest.multi_change``: a dataset of the multi-change split,
-2-3 changed instances of the queried category) is run after the run's own units, with the same
-arms, seeds and mode (baseline only), as a run directory of its own inside the run
-(``RUN/multi_change``, :data:`ovman_eval.runs.results.MULTI_CHANGE_PART`); the run is finished
-only once its part is, so rerunning the command resumes either.
-
+Per recorded group, and again per stress condition of the request: both visits' maps, built once and
+cached (:mod:`ovman_eval.benchmark.map_cache`), then the static gate and the embodied run of each
+(episode, arm, seed) (:class:`ovman_eval.benchmark.evaluator.GroupEvaluator`). Run seeds reseed the
+agents' choices, never the simulator: the mover always restarts with the episode's seed. A result
+depends only on its episode, so any number of workers writes the same bytes, and rerunning the same
+command resumes the unfinished run (layout in :mod:`ovman_eval.runs.results`).
 """
 
 from __future__ import annotations
@@ -165,7 +108,10 @@ def run_benchmark(
     full_validation: bool = False,
     backend: Backend = LOCAL_BACKEND,
 ) -> RunSummary:
-    """Run (or resume) the benchmark of ``request``; see the module docstring. ``backend``: where
+    """Run (or resume) the benchmark of ``request``, then its multi-change part when it has one (a run
+    directory of its own inside the run, ``RUN/multi_change``; the run is finished only once its part
+    is). An episode whose evaluated world cannot be set up gets an embodied error result and the run
+    goes on. ``backend``: where
     the ``workers`` compute the units (:class:`ovman_eval.runs.backend.Backend`: this machine's
     pool, or one Ray task per recorded group; the run's files are the same).
 

@@ -1,19 +1,9 @@
 """Following a moving target with the agent's own eyes: the latest estimate from live frames.
 
-When an agent answers a moving query, the instance it chose keeps moving while it navigates. The
-agent re-targets from what it sees: every frame is segmented by the segmenter its maps were built
-with (:mod:`ovman_mapping.segmenter`) and back-projected as the mapper does
-(:func:`ovman_mapping.backprojection.segment_frame`), and among the segments carrying the tracked
-instance's segmenter label whose box centre lies within ``gate`` of the current estimate,
-the nearest becomes the new estimate (its box footprint the target region). Frames without such
-a segment leave the estimate where it is. The gate keeps the tracker on its instance: the
-anti-shortcut rule puts every other instance of the category farther than
-``task.separation_radius`` from the answer along the mover's whole path, and
-``benchmark.track_gate`` stays below it.
-
-Only the segmenter's output and geometry are read; with the learned segmenter, never the
-simulator's instance channel.
-Frames: AI2-THOR world (metres); estimates are floor points (x, z).
+Each frame is segmented by the segmenter the maps were built with and back-projected as the mapper
+does; the nearest segment of the tracked label within ``gate`` of the estimate becomes the new one.
+Only the segmenter's output and geometry are read, never the simulator's instance channel (with
+the learned segmenter). Frames: AI2-THOR world (metres); estimates are floor points (x, z).
 """
 
 from __future__ import annotations
@@ -43,6 +33,8 @@ class LabelTracker:
     updates: int = 0
 
     def __post_init__(self) -> None:
+        # The gate keeps the tracker on its instance: the anti-shortcut rule keeps every other instance
+        # of the category beyond task.separation_radius along the mover's path, and track_gate stays below it.
         if not (math.isfinite(self.gate) and self.gate > 0.0):
             raise ValueError(f"benchmark.track_gate must be a positive distance in metres, got {self.gate!r}")
 

@@ -1,15 +1,7 @@
 """The true category of every map instance: what its points lie inside (the oracle_grounding arm).
 
-oracle_grounding keeps the paper's meaning: the agent's own map (built by the agent's segmenter),
-with each instance's category taken from ground truth instead of the agent's grounding. An
-instance's true category is the majority of its points: every fused point (at the precision an
-InstanceMap message carries them) is given the category of the smallest ground-truth object box
-that holds it, grown by ``benchmark_node.diagnostics.truth_margin`` on every side (fused points
-are voxel centres, and depth is noisy), or :data:`ovman_query.arms.BACKGROUND` when no box holds
-it. The boxes of one visit are every distinct box its recording's ground truth shows
-(:attr:`ovman_eval.benchmark.map_cache.GroupTruth.boxes`), so that the points of a mover, seen at many
-places, find its box wherever they were seen.
-
+The agent's own map (its segmenter's instances) with each instance's category taken from ground
+truth: the majority of its fused points by the smallest ground-truth box holding each.
 Ground truth is read here and nowhere on the agent's side: the shares go to the oracle arm only
 (:func:`ovman_query.arms.oracle_grounding`). Frames: AI2-THOR world (metres).
 """
@@ -37,8 +29,12 @@ def check_margin(margin: float) -> None:
 
 
 def true_shares(instance_map: InstanceMap, objects: Iterable[ObjectState], margin: float) -> TrueShares:
-    """Per instance uid of ``instance_map``: category → share of its points (see the module
-    docstring). An instance without points has no shares (grounded by nothing)."""
+    """Per instance uid of ``instance_map``: category → share of its points, each point (at wire
+    precision) taking the category of the smallest box of ``objects`` that holds it, grown by
+    ``margin`` on every side (fused points are voxel centres and depth is noisy), else
+    :data:`ovman_query.arms.BACKGROUND`. ``objects``: every distinct box the visit's recording shows,
+    so a mover's points find its box wherever they were seen. An instance without points has no
+    shares (grounded by nothing)."""
     check_margin(margin)
     boxes = list(objects)
     categories = sorted({o.category for o in boxes})

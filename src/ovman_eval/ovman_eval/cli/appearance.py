@@ -1,17 +1,8 @@
 """``ovman fit-appearance RUN``: fit the association's appearance cues on a run's same-category
 pairs, score them on another run's, and measure each association variant on that run's episodes.
 
-Examples::
-
-    ovman fit-appearance runs/20250101-120000              # held out: the run's multi-change part
-    ovman fit-appearance runs/A --held-out runs/B --no-variants --json
-
-The fit and its AUROCs are :mod:`ovman_eval.analysis.appearance_fit`. Variants (``--no-variants``
-skips them): the configured association, each cue alone and the fitted weights, each re-associating
-the same maps of the held-out run's dataset (from the map cache, ``--cache``, else built) and
-scored on the static gate for two_visit and oracle_grounding (grounding handed over). The result
-is written to ``RUN/appearance_fit.json``, which ``ovman report RUN`` tabulates; ``ovman
-benchmark`` runs this after a run with a multi-change part.
+The fit is :mod:`ovman_eval.analysis.appearance_fit`; the result goes to ``RUN/appearance_fit.json``,
+which ``ovman report RUN`` tabulates.
 """
 
 from __future__ import annotations

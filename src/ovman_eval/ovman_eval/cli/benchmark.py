@@ -1,43 +1,9 @@
 """``ovman benchmark``, ``ovman report`` and ``ovman show``: run the benchmark, (re)write its report, draw one episode.
 
-Examples::
-
-    ovman benchmark --dataset data/ovman-single --workers 4 --out runs/
-    ovman benchmark --default-dataset data/default --workers 2 --out runs/   # what `make benchmark` runs
-    ovman benchmark --dataset data/ovman-single --arms two_visit,single_visit --seeds 0,1,2 --static-only
-    ovman benchmark --default-dataset data/default --condition low_light --out runs/   # against the baseline
-    ovman benchmark --default-dataset data/default --seeds 3 --sweep --out runs/      # seeds 0,1,2 + the sweep
-    ovman benchmark --dataset data/ovman-single --multi-change data/ovman-multi --out runs/  # both splits
-    ovman report runs/20250101-120000
-    ovman show moved-0003 --dataset data/ovman-single --out moved-0003.png
-
-``--default-dataset ROOT`` generates the default dataset on the embedded world once (sizes in
-``benchmark_node.benchmark.default_*``) under ``ROOT/<key>``, the key covering the generation
-request, the whole configuration and the source of the code that generates episodes; an
-interrupted generation resumes, a finished one is reused. Running the same benchmark command
-again resumes an unfinished run (see :mod:`ovman_eval.benchmark.runner`).
-
-``--default-dataset`` also generates the default multi-change part (2-3 changed instances of the
-queried category; ``benchmark_node.benchmark.default_multi_change_per_relation`` groups per
-relation, 0 = none) and runs it with the same arms and seeds into ``RUN/multi_change``; the
-report's "Multi-change split" tabulates it. ``--multi-change DIR`` names another multi-change
-dataset (with ``--dataset`` too).
-
-After a run with a multi-change part, the association's appearance cues are fitted on the run's
-same-category pairs and scored on the part's, and each association variant is measured on the
-part's episodes (``ovman fit-appearance``, :mod:`ovman_eval.cli.appearance`).
-
-``--condition low_light|texture`` (repeatable, or comma-separated) also evaluates every episode
-re-rendered under the stress condition and compares it with the baseline on the same episodes
-(:mod:`ovman_eval.analysis.stress`; the other tables and figures are the baseline's).
-
-``--backend ray [--ray-address HOST:PORT]`` computes the recorded groups (and a default dataset's
-slots) as Ray tasks on a cluster instead of this machine's worker processes, with the same results
-(:mod:`ovman_eval.runs.backend`; the data on a filesystem every node shares).
-
-``--seeds N`` runs the seeds 0..N-1 (the report gives each arm's spread over them and the range of
-the memory margin); ``--sweep`` re-derives admissibility over ``benchmark_node.sweep`` after the
-run (:mod:`ovman_eval.analysis.sweep`, as ``ovman sweep RUN``) so the report includes the margin's range.
+Argument parsing and printing only: the run is :mod:`ovman_eval.benchmark.runner`, the report
+:mod:`ovman_eval.analysis.report`. ``--default-dataset ROOT`` generates (once, keyed on the request,
+the config and the generation code) and runs the default dataset with its multi-change part; the
+same command again resumes an unfinished run. docs/benchmark.md describes every option.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """``ovman generate``: generate a certified episode dataset (Algorithm 1) with a progress bar.
 
-Examples::
-
-    ovman generate --world embedded --scenes 20 --per-relation 36 --seed 0 --out data/ovman-single
-    ovman generate --world embedded --scenes 20 --per-relation 28 --seed 0 --multi-change --out data/ovman-multi
-    ovman generate --world ai2thor --scenes FloorPlan1,FloorPlan201 --per-relation 4 --seed 0 --out data/thor
-    ovman generate --preset paper --out data/paper   # DIR/single and DIR/multi_change at the paper's scale
-
-``--preset paper`` (what ``make paper`` runs) generates the paper's scale on the embedded world:
-``benchmark_node.benchmark.paper_scenes`` homes, ``paper_per_relation`` single-change episodes per
-relation into ``DIR/single`` and ``paper_multi_change_per_relation`` multi-change groups per
-relation into ``DIR/multi_change``; ``--scenes``, ``--per-relation`` and ``--multi-change`` are
-then refused (the preset sets them).
-
-``--backend ray [--ray-address HOST:PORT]`` fills the slots as Ray tasks on a cluster (the same
-dataset; :mod:`ovman_eval.runs.backend`). Running the same command again on the same ``--out``
-resumes an interrupted run. The rejection table
-(relation × reason) and the cost split are printed at the end and kept in ``DIR/manifest.json``.
+Argument parsing and printing only: generation is :mod:`ovman_eval.generation.dataset`.
+``--preset paper`` sets the paper's scale (both splits, into OUT/single and OUT/multi_change);
+running the same command again on the same ``--out`` resumes. The rejection table and the cost
+split are printed at the end and kept in ``DIR/manifest.json``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""``ovman launch benchmark``: the benchmark graph of :mod:`ovman_eval.graph.description` as processes.
+"""``ovman launch benchmark``: the graph of :mod:`ovman_eval.graph.description` as processes, where
+no ``ros2 launch`` exists (the same description ``benchmark.launch.py`` starts).
 
-    ovman launch benchmark --dataset data/ovman-single
-    ovman launch benchmark --dataset data/ovman-single --arms two_visit,given_answer --seeds 2 --out runs
-    ovman launch benchmark --dataset data/ovman-single --arms two_visit,external --agent-namespace my_agent
-
-The same description ``ros2 launch ovman_eval benchmark.launch.py`` starts, for machines where
-only the pip-installed rclpy exists (no ``ros2`` command): every node runs as
-``python -m <module> --ros-args -r __node:=<name> [-r __ns:=<namespace>] -r /clock:=clock ... --params-file
-<graph params>``, the params file
-(one block per node, ROS 2 layout) written next to the node logs, ``$OVMAN_CONFIG`` set to the
-configuration file and ``$FASTDDS_DEFAULT_PROFILES_FILE`` to ``config/fastdds.xml`` unless already
-set (:func:`ovman_eval.graph.description.node_environment`). benchmark_node's output goes to the terminal,
-the other nodes' to ``<log dir>/<node>.log``. SIGINT and SIGTERM are forwarded to every node. When benchmark_node
-exits, the other nodes get SIGINT (then SIGTERM, then SIGKILL, ``benchmark_node.node.shutdown_timeout_s``
-apart) and the command exits with benchmark_node's code (a node killed by a signal is named with
-the signal), or, when a forwarded SIGINT or SIGTERM stopped it (a node ends with 0 when asked to
-stop), with 128 + that signal (130 for Ctrl-C: the run was cut short, and the same command
-resumes it); if another node dies first, the graph is stopped, its log is shown, and the command
-exits with 1. An external agent (``--agent-namespace``, docs/external-agent.md) is started by its
-author beside the graph, in that namespace under the graph's; the command does not start it.
-
-No orphans: on Linux every node gets SIGTERM when the launcher dies, even by SIGKILL
-(``PR_SET_PDEATHSIG``). Before starting, the command looks for nodes of the graph's names already
-on the domain (``benchmark_node.node.discovery_wait_s`` of discovery) and refuses to start beside
-them (exit code 2).
+Each node is ``python -m <module> --ros-args ...`` with the graph's params file; signals are
+forwarded, no node outlives the launcher (``PR_SET_PDEATHSIG``), and the exit code is
+benchmark_node's (128 + the signal when stopped by one: 130 for Ctrl-C; 1 if another node died,
+2 if the graph's nodes already run on the domain). docs/ros2-graph.md has the details.
 """
 
 from __future__ import annotations

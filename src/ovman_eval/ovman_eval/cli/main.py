@@ -16,7 +16,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "config": (
-        "validate the configuration and print it, one node's ROS parameters, one key's explanation or the reference page",
+        "validate the configuration and print it, a node's ROS parameters, a key's explanation or the reference",
         "ovman_eval.cli.config:add",
     ),
     "show-world": (

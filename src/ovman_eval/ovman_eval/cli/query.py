@@ -1,16 +1,9 @@
 """``ovman parse TEXT`` and ``ovman ask TEXT --dataset DIR --episode ID``: the query parser and one
-``/ovman/query`` answer from the command line.
+``/ovman/query`` answer from the command line, exactly as query_node answers
+(:func:`ovman_query.query_requests.answer_query`).
 
-``ovman parse`` prints the noun phrase, the relation, the parser's confidence, the category the
-noun phrase names (if any) and how the relation was read; ``--json`` prints one object with at
-least ``noun_phrase``, ``relation`` and ``confidence``. Exit status 0; 2 with the reason on a
-parse failure (including text longer than ``parser.max_text_length``).
-
-``ovman ask`` builds (or reads from the map cache) the agent's maps of the episode's recordings and
-answers the text exactly as query_node does (:func:`ovman_query.query_requests.answer_query`),
-then prints the status, the explanation and the point, beside the episode's true answer. Exit
-status 0 when ANSWERED or ABSTAINED, 2 on PARSE_FAILED or INVALID_REQUEST, 1 when the dataset or
-episode cannot be used.
+Exit status: 0 parsed (ANSWERED or ABSTAINED for ``ask``), 2 on a parse failure or an invalid
+request, 1 when the dataset or episode cannot be used.
 """
 
 from __future__ import annotations

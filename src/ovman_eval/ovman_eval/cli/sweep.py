@@ -1,20 +1,9 @@
 """``ovman sweep RUN``: the static memory margin of a finished run over a grid of admissibility settings.
 
-    ovman sweep runs/20261129-150259                       # the dataset named in the run's run.json
-    ovman sweep runs/20261129-150259 --dataset data/default/embedded-10x10-f8919b27708b8c2f
-    ovman sweep runs/20261129-150259 --all                 # also print every setting's row
-    ovman sweep runs/20261129-150259 --workers 2 --backend ray --ray-address HEAD:6379
-
-Reads the run's ``results.jsonl`` (two_visit and single_visit static results), its dataset (the
-path stored in ``run.json``, resolved from the current directory, or ``--dataset``; its
-``episodes.jsonl`` must be the one the run scored) and the dataset's recorded ground truth, then
-re-derives admissibility for every setting of ``benchmark_node.sweep`` (:mod:`ovman_eval.analysis.sweep`).
-The recorded groups' ground truth is read by ``--workers`` processes, or with ``--backend ray`` as
-one Ray task per group (the same result; :mod:`ovman_eval.runs.backend`).
-Prints the per-value table and the summary, and writes ``sweep.json`` (every setting's row, the
-summary, the limitation) into the run directory, atomically. :func:`sweep_run` returns the result
-without writing; :func:`ovman_eval.analysis.sweep.read_sweep` reads ``sweep.json`` back and
-:func:`ovman_eval.analysis.sweep.sweep_table` makes the report's table from either.
+Reads the run's static results and its dataset's recorded ground truth (``--workers`` processes or
+Ray tasks), re-derives admissibility for every setting of ``benchmark_node.sweep``
+(:mod:`ovman_eval.analysis.sweep`), prints the table and writes ``sweep.json`` into the run
+directory atomically.
 """
 
 from __future__ import annotations

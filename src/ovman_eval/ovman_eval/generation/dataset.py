@@ -1,26 +1,11 @@
 """An episode dataset on disk, and the run that generates it (resumable, atomic, deterministic).
 
-Layout of ``DIR``:
-
-- ``episodes.jsonl``: one :class:`ovman_eval.task.episodes.EpisodeRecord` per line, in plan order
-  (slot by slot, :func:`ovman_eval.generation.generator.plan_slots`); byte-identical for the same request
-  and configuration, whatever the number of workers or interruptions;
-- ``recordings/<group>/visit1``, ``recordings/<group>/visit2``: the recorded visits (rosbag2
-  directories with one MCAP file each, :mod:`ovman_sim.recording`); ``<group>`` is the episode id
-  (single-change) or the id shared by the episodes of one multi-change group;
-- ``manifest.json``: the request, the whole configuration, the code revision, counts, the
-  rejection table (relation → reason → count), shortfalls, timings and ``complete`` (the
-  clean-finish marker);
-- ``.generation/``: the run's state: ``run.json`` (what is being generated), ``slots/<slot>.json``
-  (the outcome of every finished slot) and ``staging/`` (the slot being worked on).
-
-Every file is written atomically (a temporary file in the same directory, then ``os.replace``). A
-slot is committed in this order: its recordings are renamed into ``recordings/``, its outcome is
-written to ``slots/``, then ``episodes.jsonl`` and ``manifest.json`` are rewritten from all finished
-slots. A run interrupted at any point resumes (:func:`generate_dataset` on the same directory
-with the same request and configuration): staging is discarded, recordings of uncommitted slots
-are removed, ``episodes.jsonl`` is rebuilt, and only the unfinished slots are generated. So the
-directory never holds half an episode, and the result equals an uninterrupted run's.
+``DIR`` holds ``episodes.jsonl`` (one :class:`ovman_eval.task.episodes.EpisodeRecord` a line, in plan
+order), ``recordings/<group>/visit1|visit2`` (:mod:`ovman_sim.recording`), ``manifest.json`` (request,
+configuration, code revision, counts, rejections, timings and the clean-finish marker ``complete``)
+and ``.generation/``, the run's state. Every file is written atomically, so the directory never
+holds half an episode, and an interrupted run resumes to the bytes an uninterrupted run writes,
+whatever the number of workers.
 """
 
 from __future__ import annotations
@@ -190,7 +175,9 @@ def generate_dataset(
 
 
 class _Run:
-    """The state of one generation run in its directory (see the module docstring)."""
+    """The state of one generation run in its directory: ``.generation/run.json`` (what is being
+    generated), ``slots/<slot>.json`` (the outcome of every finished slot) and ``staging/`` (the
+    slot being worked on; discarded on resume)."""
 
     def __init__(
         self, directory: Path, request: GenerationRequest, config: OvmanConfig, progress: ProgressCallback | None
@@ -305,7 +292,9 @@ class _Run:
     # ------------------------------------------------------------------ commit
 
     def commit(self, outcome: SlotOutcome) -> None:
-        """Move a finished slot's recordings into place and record its outcome (see the module docstring)."""
+        """Move a finished slot's recordings into place and record its outcome, in this order:
+        recordings renamed into ``recordings/``, outcome written to ``slots/``, then ``episodes.jsonl``
+        and ``manifest.json`` rewritten from all finished slots."""
         slot = outcome.slot
         if outcome.filled:
             assert outcome.recordings is not None

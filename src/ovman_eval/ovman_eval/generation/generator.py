@@ -1,52 +1,12 @@
 """Episode generation and certification: Algorithm 1 of TASK.md §4, one slot at a time.
 
-The plan of a run is a list of **slots**: ``per_relation`` slots for each relation, each assigned a
-home scene so that every relation is spread over every scene. A slot draws candidates until one is
-emitted or ``generation.max_attempts_per_episode`` candidates were rejected (the slot is then
-given up and reported as a shortfall). Every draw of a candidate comes from a seed derived from
-(run seed, split, relation, slot number, attempt), so a slot's outcome does not depend on the
-other slots: the run is deterministic, can be split over worker processes and resumed slot by slot.
-The slot's attempts stay in its home scene for ``generation.attempts_per_scene`` candidates, then
-move on to the next scene.
+A run's plan is a list of slots (``per_relation`` per relation, spread over the home scenes); a slot
+draws candidates until one is certified and emitted or ``generation.max_attempts_per_episode`` were
+rejected. A candidate's draws depend only on its slot and attempt, so a run is deterministic, can be
+split over workers and resumes slot by slot. Frames: AI2-THOR world (metres; floor (x, z)).
 
-One candidate (:meth:`EpisodeGenerator.fill_slot`):
-
-1. Sample (Algorithm 1 line 1): reset the scene (W1); pick a category with enough instances for
-   the relation, the instance(s) and the change(s) (a destination among the world's valid
-   placements, a new instance, a mover) and apply them to the live world. Checks, each a
-   rejection reason: instance movable, a valid destination, Δmin, the simulator accepting the
-   change. The visit-2 tour is then run once **without rendering** to learn how the world moves
-   during it: the path a mover's instance will take, and how objects knocked by the change settle
-   (the simulator's physics). An object that settles farther than ``task.drift_tolerance`` rejects
-   the candidate here for drift, before anything is rendered; the same check on the recorded
-   frames (6-7) stays the authority. Then the answers (§1, unique or rejected), the anti-shortcut rule
-   (§2, with every footprint of the mover's path), a start pose at least
-   ``generation.min_start_distance`` from every answer region, and a reachable success position
-   on the post-change grid.
-2-4. Reset, record visit 1 (coverage tour), put the agent back at the scene's start, apply the
-   change again (physics settles inside ``apply_change``), start the mover, record visit 2.
-5. Compute the answers again, from the **recorded** ground truth (the moving answer at the end of
-   the visit-2 recording, the static gate's a), and re-check the anti-shortcut rule.
-6-7. Drift: every instance (the carried one excepted) must stay within ``task.drift_tolerance``
-   during each recording, between the last visit-2 frame and the poses re-read afterwards, and
-   between that frame and the world reset for the oracle.
-8-9. The oracle (the true answer, the reference executor, the Eq. 4 test at the moment of Stop)
-   runs once from a fresh reset of the evaluated world, then ``task.certification_runs`` more
-   times, each from a fresh reset with the mover reseeded; all must succeed. The carried
-   instance's footprints during these runs join the anti-shortcut check.
-10. Emit the episode records (the recordings are left in the slot's staging directory for
-   :mod:`ovman_eval.generation.dataset` to move into place).
-
-The multi-change split: 2-3 instances of the queried category change under different kinds
-(move, remove, add, mover); every (category, relation) query those changes define is checked and
-certified on its own and emitted as its own episode sharing the group's recordings; the slot is
-filled when its own relation's query passes.
-
-Frames: AI2-THOR world (metres; floor (x, z)); see ovman_core.world_state.
-
-Why one module of about 800 lines: it is one class, :class:`EpisodeGenerator`, whose methods are
-Algorithm 1's steps; they share the candidate under construction and the live world. The request,
-the slots and the rejection reasons are :mod:`ovman_eval.generation.plan`.
+Why one module: it is one class, :class:`EpisodeGenerator`, whose methods are Algorithm 1's steps,
+sharing the candidate under construction and the live world (the plan is :mod:`ovman_eval.generation.plan`).
 """
 
 from __future__ import annotations
@@ -272,6 +232,8 @@ class EpisodeGenerator:
         scenes = self.request.scenes
         for attempt in range(self.params.max_attempts_per_episode):
             scene = scenes[(slot.scene_index + attempt // self.params.attempts_per_scene) % len(scenes)]
+            # Seeded by (run seed, split, relation, slot number, attempt) only: a slot's outcome does not
+            # depend on the other slots, so workers and resumes give the same dataset.
             seed = _derive_seed(
                 self.request.seed,
                 SPLIT_CODES[self.request.split],
@@ -324,6 +286,8 @@ class EpisodeGenerator:
         cert_movers = [
             _derive_seed(seed, 2 + k) if candidate.mover else None for k in range(self.task.certification_runs)
         ]
+        # The visit-2 tour once without rendering: the mover's path, and how knocked objects settle, so
+        # drift rejects a candidate before anything is rendered (the recorded check, 6-7, stays the authority).
         visit2 = _Visit([world.objects(), *self._dry_tour()])
         moving_id = candidate.mover[0] if candidate.mover else None
         settling = _visit_drift(visit2, moving_id)
@@ -425,6 +389,8 @@ class EpisodeGenerator:
             ids.sort()
         primary = _PRIMARY_KIND[relation]
         if self.request.multi_change:
+            # Several instances of the category change under different kinds; every query they define is
+            # certified on its own and emitted as an episode sharing the group's recordings.
             count = int(rng.integers(self.params.multi_change_min, self.params.multi_change_max + 1))
             others = [k for k in _KIND_QUERIES if k != primary]
             drawn = [others[i] for i in rng.permutation(len(others))[: count - (primary is not None)]]

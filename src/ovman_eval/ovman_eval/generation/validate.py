@@ -1,21 +1,10 @@
 """``ovman validate DIR``: check an episode dataset and report every problem found.
 
-Checks, each reported as a :class:`Problem` naming the episode (or ``(dataset)``) and the field:
-
-- the manifest: present, readable, of this format, finished (``complete``), its configuration
-  loadable, its counts and its checksum of ``episodes.jsonl`` matching the file;
-- ``episodes.jsonl``: present, ending in a newline (else truncated), every line a valid record
-  (schema and consistency, :mod:`ovman_eval.task.episodes`), episode ids unique;
-- per episode: the certification (one feasibility and ``task.certification_runs`` certification
-  runs, all passed, judged with ``task.success_radius``), the drift tolerance used; the start pose
-  placeable (finite, yaw a multiple of ``world.rotate_step_deg``, horizon in range; in the embedded
-  world a cell of the scene's grid clear of walls, and with the recordings read, clear of the
-  evaluated world's objects);
-- per episode, from the recordings: both visits present and readable to the last frame (chunk CRCs
-  checked), of the episode's scene and visit number, with the recorded frame counts; the answer
-  **recomputed from the recorded ground truth** (TASK.md §1; the moving answer at the last visit-2
-  frame) equal to the stored one; the instance ids and the change list equal to the recorded
-  states; the anti-shortcut rule (§2) holding with the mover's recorded and certified paths.
+Each problem is a :class:`Problem` naming the episode (or ``(dataset)``) and the field. Checked: the
+manifest (finished, loadable, counts and checksum of ``episodes.jsonl``), every record (schema,
+consistency, unique ids), each episode's certification and start pose, and, from the recordings,
+both visits readable to the last frame, with the answer recomputed from the recorded ground truth
+(TASK.md §1), the instance ids, the changes and the anti-shortcut rule (§2) matching the record.
 """
 
 from __future__ import annotations
@@ -94,7 +83,7 @@ class ValidationReport:
 def validate_dataset(
     directory: str | Path, config: OvmanConfig | None = None, *, full: bool = True
 ) -> ValidationReport:
-    """Check the dataset in ``directory`` (see the module docstring). ``config`` overrides the
+    """Check the dataset in ``directory``, collecting every problem. ``config`` overrides the
     configuration stored in the manifest (used when that one cannot be loaded). ``full`` false:
     the cheap checks only (what the benchmark always runs): everything but reading the recordings'
     frames, i.e. the manifest, every episode line, the certification, the start poses against the

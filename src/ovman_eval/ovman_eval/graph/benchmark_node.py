@@ -1,77 +1,12 @@
 """benchmark_node: drives the benchmark's episodes through the real graph and writes the run directory.
 
-For every recorded group of the dataset (``run.dataset``), through the services and actions of
-the other nodes:
+Per recorded group: both visits mapped by mapping_node as the player plays them, the static gate
+through query_node, then every embodied run on sim_node and nav_node, up to ``node.groups_ahead``
+groups prepared ahead; scores and files are the runner's (:mod:`ovman_eval.graph.run`). Frames:
+REP 103 ``map`` on the wire, AI2-THOR world in the core.
 
-1. **Maps**: for visit 1 then visit 2, ``mapping/start_visit``, ``player/sim/load_visit``
-   with the recording, ``player/sim/play_tour`` (the player, a second sim_node, publishes the
-   recorded frames on ``player/...`` topics, and mapping_node, subscribed to those, fuses them),
-   ``mapping/finish_visit``; the maps arrive latched on ``ovman/map/visit<n>``, and
-   query_node holds the pair once it publishes ``ovman/changes``. The group's ground truth (the
-   evaluated world, the mover's path, what each tour could see) is collected from the
-   ``player/ovman/ground_truth`` records of the played frames as they arrive
-   (:class:`ovman_eval.graph.run.PlayedTruth`), every one of them (PlayTour says how many).
-2. **Static gate**, per (episode, arm, seed), right after the group's maps (query_node holds them
-   until the next group's replace them): ``ovman/query`` with the episode's noun phrase and
-   relation for two_visit and category_only, and with the query's text for two_visit_text; the
-   other arms run here from the
-   received maps and the episode record (:data:`ovman_eval.graph.run.QUERY_ARMS` says why).
-3. **Embodied run** (unless ``run.static_only``): ``sim/load_visit`` with the evaluated world
-   (the objects at the end of the visit-2 recording, the start pose, the mover, the recording's
-   condition and its seed), then
-   ``ovman/navigate`` through :class:`ovman_nav.commander.OvmanCommander` with the arm's goal and
-   answer footprint; a moving target is followed by publishing one target update per frame, a
-   point and a footprint (the oracle arms the instance's from ``ovman/ground_truth``, the map arms
-   their latest sighting's in the camera frames, starting from the start view seen through a
-   ``Stop``, as the in-process tracker looks before the first action). The
-   objects at the end and the trajectory come from sim_node's ``ovman/ground_truth`` frames; a
-   ``Stop`` through ``sim/act`` (which neither advances time nor the mover) marks the frame
-   to read them from. Ground-truth frames are decoded only as far as every frame is needed (stamp
-   and agent pose); every object's state is parsed only for the frames it is read from. The node
-   subscribes to sim_node's camera bundle when a map arm first follows a moving target by sight
-   (``camera/bundle`` when sim_node's ``node.camera_output`` publishes it, as in the graph, else
-   the six camera topics, synchronised), Stopping until the bundle of a Stop arrives (the new
-   subscriptions are matched); when sim_node
-   starts with ``node.act_camera`` false (the graph does unless RViz watches), its camera bundle
-   after each action is turned on (``sim_node/set_parameters``) only while such an arm follows,
-   and off again after.
-
-**An external agent** (the arm ``external``, ``run.agent_namespace`` NS; docs/external-agent.md):
-in step 1 its ``NS/mapping/start_visit`` follows mapping_node's and its ``NS/mapping/finish_visit``
-(which must report every played frame received) follows mapping_node's; it maps the visit from the
-player's standard camera topics (``player/camera/color/image_raw``...), which the graph then also
-publishes. In step 2 its ``NS/ovman/query`` is given the episode's noun phrase and relation; its
-answer (a finite ``map`` point, or an abstention) is scored and navigated to as any arm's, without
-following a moving target. Its first answer to a start of visit 1 is its start-up handshake; then
-benchmark_node waits until it sees the agent's subscription (and mapping_node's) to the player's
-topics, and every play asks the player to match every subscription it sees there first.
-
-Steps 1 and 2 prepare the groups one after another, as far as ``node.groups_ahead`` groups ahead
-of the group whose embodied runs (step 3, on sim_node and nav_node) go on meanwhile: the schedule
-is :class:`ovman_eval.graph.group_pipeline.GroupPipeline` (no ROS), whose steps this node's waits and
-the callbacks of the replies and messages it waits for run on, in the one executor thread.
-
-Scores come from the in-process runner's own functions (:mod:`ovman_eval.graph.run`), and the
-results from :class:`ovman_eval.graph.run.GraphRun` in the runner's layout (``results.jsonl``
-etc., resumable). The node exits when the run is finished: code 0, 1 when the graph failed
-(a service missing or failing, a timeout), 2 for bad parameters, and 0 when Ctrl-C or launch's
-shutdown stops it (as every node; the partial results stay for a resume, and ``ovman launch``
-itself exits 130).
-
-Parameters: every key of ``ovman_core.config.node_parameters(config, "benchmark_node")``
-(``benchmark.arms``, ``benchmark.seeds``, ``node.*`` timeouts...) and the run inputs
-``run.dataset``, ``run.output`` (folder of run directories), ``run.run_dir`` (one run directory;
-wins over ``run.output``), ``run.static_only``, ``run.agent_namespace``, read once at start-up (the parameter services
-list and get them; a set is refused with the reason, and the run directory's ``run.json`` records
-what it ran with). The configuration file is ``$OVMAN_CONFIG`` or the
-default one; it must be the one the other nodes run with (``ovman launch`` and the launch file
-see to it). Frames: REP 103 ``map`` on the wire, AI2-THOR world in the core.
-
-Why one module of about 900 lines: the node drives five other nodes through nine services, an
-action and seven topics, and each method here is one call sequence or callback of that wiring; what
-they compute lives in ROS-free modules (:mod:`ovman_eval.graph.followers`,
-:mod:`ovman_eval.graph.group_pipeline`, :mod:`ovman_eval.graph.run`,
-:mod:`ovman_eval.benchmark.evaluator`).
+Why one module: each method is one call sequence or callback of its wiring to five nodes; what they
+compute lives in ROS-free modules (``graph.run``, ``graph.followers``, ``graph.group_pipeline``).
 """
 
 from __future__ import annotations
@@ -266,7 +201,11 @@ class PreparedGroup:
 
 
 class BenchmarkNode(GraphNode):
-    """See the module docstring. Single-threaded: :meth:`run` spins the node while it waits."""
+    """The benchmark's driver. Parameters: every key of ``node_parameters(config, "benchmark_node")``
+    and the run inputs ``run.dataset``, ``run.output``, ``run.run_dir`` (wins over ``run.output``),
+    ``run.static_only`` and ``run.agent_namespace`` (the ``external`` arm, docs/external-agent.md),
+    read once at start-up; a set is refused. Its configuration file must be the other nodes'.
+    Single-threaded: :meth:`run` spins the node while it waits."""
 
     def __init__(self, config: OvmanConfig | None = None, **kwargs: Any) -> None:
         # Its parameters are read once, here; the parameter services answer (ros2 param list, get,
@@ -993,7 +932,8 @@ class BenchmarkNode(GraphNode):
         return out, sketch, timings
 
     def run(self) -> int:
-        """Run (or resume) the benchmark; the exit code (see the module docstring)."""
+        """Run (or resume) the benchmark; the exit code: 0 when finished, 1 when the graph failed (a
+        service missing or failing, a timeout), 2 for bad parameters."""
         inputs = self.run_inputs
         dataset = Path(str(inputs[RUN_DATASET]))
         try:

@@ -1,44 +1,11 @@
 """The ROS 2 benchmark graph, described once as plain data (no rclpy, no launch).
 
-Two starters read this description: ``launch/benchmark.launch.py`` turns it into ``launch_ros``
-Node actions for ``ros2 launch ovman_eval benchmark.launch.py`` on a ROS 2 install, and
-``ovman launch benchmark`` (:mod:`ovman_eval.cli.launch`) starts the same nodes as
-``python -m <module>`` processes where only the pip-installed rclpy exists.
-
-The graph (ARCHITECTURE.md "Data flow"): ``sim_node`` (the simulator, for the embodied runs),
-``player`` (a second sim_node that plays the recorded tours, as ``ros2 bag play`` would, on the
-same topics under :data:`PLAYER_PREFIX`), ``mapping_node`` (per-visit instance maps of the tours,
-its camera subscriptions remapped to the player's), ``query_node`` (``/ovman/query``), ``nav_node``
-(``/ovman/navigate``, driving sim_node's world) and ``benchmark_node``, which drives the episodes
-and writes the run directory; the graph ends when benchmark_node exits. With the tours on their
-own node, benchmark_node maps the next recorded group while the current one's embodied runs go
-on (sim_node and nav_node); the two never share a topic, so the live camera never reaches the
-maps and the tours never reach nav_node's ``/odom``. Every node gets its ROS
-parameters from :func:`ovman_core.config.node_parameters` of one configuration (query_node also
-mapping_node's ``encoder.*``, which it must share), and every process gets ``$OVMAN_CONFIG``
-pointing at that configuration's file, so what a node reads from the file beyond its own
-parameters (nav_node: the agent's grid size) is the same configuration. benchmark_node's run
-inputs (dataset, output folder, run directory, static-only) are ``run.*`` parameters, and the
-launch arguments ``arms`` and ``seeds`` override its ``benchmark.arms`` / ``benchmark.seeds``.
-
-Camera frames travel as one ``ovman_interfaces/CameraBundle`` each on ``/camera/bundle``
-(sim_node and the player ``node.camera_output`` bundle, mapping_node ``node.camera_input``
-bundle): a subscriber takes one message per frame instead of six. When RViz watches, sim_node and
-the player also publish the six standard camera topics (``both``), which RViz shows.
-
-Unless RViz watches (``rviz``), the graph runs as fast as its nodes keep up: sim_node plays tours
-unpaced (``node.play_period_s`` 0) with its acknowledgement flow control, at most a window of
-mapping_node's ``node.qos_depth`` frames unacknowledged (its publishers' depth), and mapping_node's
-subscription keeps every bundle (``node.qos_keep_all``): an
-acknowledgement says that a frame arrived, not that it was fused, so a bounded history would
-overwrite frames whenever fusing lags behind the tour. sim_node publishes the camera bundle after
-an action only when benchmark_node asks for it (``node.act_camera`` false). With RViz these keep
-the configuration's values (real-time playback, the camera after every action). The player gets
-sim_node's parameters (it needs the camera and frame settings of the recordings' world).
-
-Both starters give every node the Fast DDS profile ``config/fastdds.xml`` (:func:`node_environment`):
-camera bundles larger than the built-in 512 KB shared-memory segment otherwise travel as UDP
-fragments whose losses wait for the writer's next heartbeat.
+Two starters read it: ``launch/benchmark.launch.py`` (``launch_ros`` Node actions on a ROS 2
+install) and ``ovman launch benchmark`` (``python -m <module>`` processes on pip-installed rclpy).
+The graph (ARCHITECTURE.md "Data flow"): sim_node, the player (a second sim_node playing the recorded
+tours under :data:`PLAYER_PREFIX`), mapping_node, query_node, nav_node and benchmark_node, whose exit
+ends it. Every node's parameters come from :func:`ovman_core.config.node_parameters` of one
+configuration, whose file every process gets as ``$OVMAN_CONFIG``.
 """
 
 from __future__ import annotations
@@ -310,8 +277,10 @@ BENCHMARK_NODES: tuple[NodeTemplate, ...] = (
     NodeTemplate(NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _BASE),
     NodeTemplate(BENCHMARK_NODE, PACKAGE, "benchmark_node", "ovman_eval.graph.benchmark_node", _BASE, ends_graph=True),
 )
-"""The six nodes of the benchmark graph, in start order (see the module docstring); the player
-runs sim_node's program with sim_node's parameters, mapping_node maps the player's camera."""
+"""The six nodes of the benchmark graph, in start order; the player runs sim_node's program with
+sim_node's parameters, mapping_node maps the player's camera. With the tours on their own node,
+benchmark_node maps the next group while sim_node and nav_node run the current one's embodied runs;
+the two never share a topic, so the live camera never reaches the maps nor the tours nav_node's odom."""
 
 
 def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
@@ -333,7 +302,9 @@ def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
 
 
 def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[NodeSpec, ...]:
-    """The six nodes of the benchmark graph with their parameters (see the module docstring).
+    """The six nodes of the benchmark graph with their parameters (query_node also gets
+    mapping_node's ``encoder.*``, which it must share; the launch arguments ``arms`` and ``seeds``
+    override ``benchmark.arms`` / ``benchmark.seeds``).
 
     ``config`` is the configuration the nodes run with (its file is ``$OVMAN_CONFIG`` of every
     process); use :func:`config_for_dataset` first so that sim_node simulates the dataset's world.
@@ -357,6 +328,8 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
     mapping["node.camera_input"] = bundle.CAMERA_BUNDLE_OUTPUT
     if not options.rviz:
         # Nobody watches: tours as fast as mapping_node keeps up, the camera after an action on demand.
+        # keep_all: an acknowledgement says a frame arrived, not that it was fused, so a bounded history
+        # would overwrite frames whenever fusing lags behind the tour.
         window = config.mapping_node.node.qos_depth
         sim.update({"node.play_period_s": 0.0, "node.act_camera": False, "node.qos_depth": window})
         mapping["node.qos_keep_all"] = True
@@ -441,7 +414,8 @@ def config_for_dataset(config: OvmanConfig, dataset: Path | str) -> OvmanConfig:
 def node_environment(environ: Mapping[str, str], dds_profile: Path | str) -> dict[str, str]:
     """What a starter adds to the nodes' environment: :data:`DDS_PROFILE_ENV` naming ``dds_profile``
     (the graph's Fast DDS profile: large messages over shared memory), unless ``environ`` names a
-    profile already, which is then kept."""
+    profile already, which is then kept. Without it, camera bundles larger than the built-in
+    shared-memory segment travel as UDP fragments whose losses wait for the writer's next heartbeat."""
     if environ.get(DDS_PROFILE_ENV):
         return {}
     return {DDS_PROFILE_ENV: str(Path(dds_profile).resolve())}

@@ -1,16 +1,8 @@
 """How benchmark_node follows a moving target while nav_node drives: the estimate after each frame.
 
 No ROS: the node hands these the frames it received and publishes what they return, one target
-update (a floor point and a footprint) per frame.
-
-- :class:`TruthFollower` (the oracle arms, :attr:`ovman_eval.benchmark.navigation.Follow.TRUTH`):
-  the instance's position and footprint in each new ``ovman/ground_truth`` frame, the last known
-  ones while it is absent.
-- :class:`SightFollower` (the map arms, :attr:`ovman_eval.benchmark.navigation.Follow.SIGHTINGS`):
-  the agent's own latest sighting of the label in the camera frames
-  (:class:`ovman_eval.benchmark.tracking.LabelTracker`), after a first look at the start view, as
-  the in-process tracker looks before the first action.
-
+update (a floor point and a footprint) per frame: :class:`TruthFollower` for the oracle arms (the
+ground truth), :class:`SightFollower` for the map arms (the agent's own sightings).
 :class:`TruthMessage` is one ``ovman/ground_truth`` record decoded only as far as every frame needs.
 Frames: AI2-THOR world (metres; floor (x, z)); stamps in nanoseconds.
 """

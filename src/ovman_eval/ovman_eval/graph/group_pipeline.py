@@ -1,13 +1,9 @@
 """benchmark_node's scheduler of recorded groups, without ROS: maps built ahead of the embodied runs.
 
-The graph's benchmark prepares each recorded group (its two visits mapped through the player and
-mapping_node, then its static gate through query_node) while it drives an earlier group's embodied
-runs in sim_node, all in one thread. :class:`GroupPipeline` holds that schedule: the groups start in
-order, one at a time (mapping_node maps one visit at a time and query_node holds one pair), at most
-``ahead`` beyond the last one taken; each is a :class:`~ovman_eval.graph.stepwise.Stepwise` that is run on
-whenever something it may wait for has happened (:meth:`GroupPipeline.step`, which the node calls
-from its callbacks and waits). A failure of the preparation is kept and raised to the code that
-takes groups (:meth:`GroupPipeline.check`), never inside a callback.
+:class:`GroupPipeline` prepares each group (both visits mapped, then its static gate) while the node
+drives an earlier group's embodied runs, all in one thread: each group is a
+:class:`~ovman_eval.graph.stepwise.Stepwise` run on whenever something it may wait for has happened.
+A failure of the preparation is raised to the code that takes groups, never inside a callback.
 """
 
 from __future__ import annotations
@@ -28,7 +24,8 @@ class GraphCallError(RuntimeError):
 
 class GroupPipeline(Generic[T]):
     """Prepares ``units`` in order with ``steps_of(unit)``, at most ``ahead`` (≥ 1) beyond the last
-    unit taken (see the module docstring)."""
+    unit taken, one at a time (mapping_node maps one visit at a time and query_node holds one pair);
+    :meth:`step` is called from the node's callbacks and waits, :meth:`check` raises a failure."""
 
     def __init__(self, units: Sequence[WorkUnit], steps_of: Callable[[WorkUnit], StepsT[T]], ahead: int) -> None:
         if ahead < 1:

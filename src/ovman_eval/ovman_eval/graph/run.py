@@ -1,22 +1,10 @@
 """What benchmark_node computes, without ROS: the ground truth, the navigation goal, the scores, the run directory.
 
-benchmark_node (:mod:`ovman_eval.graph.benchmark_node`) drives the episodes through the graph and only
-converts messages; everything it decides or scores is here, built from the in-process runner's
-own pieces (:class:`ovman_eval.benchmark.evaluator.GroupEvaluator`), so the two wirings score alike:
-
-- :class:`PlayedTruth`: the ground truth of a recorded group, collected from the ground-truth
-  records sim_node publishes while it plays the group's recordings, as
-  :func:`ovman_eval.benchmark.map_cache.build_group_maps` collects it from the files
-  (:class:`ovman_eval.benchmark.map_cache.TruthCollector`; mapping_node maps the same frames);
-- :func:`graph_group_maps`: a :class:`ovman_eval.benchmark.map_cache.GroupMaps` of the maps received from
-  mapping_node (no point clouds or incremental history travel, so the map and memory diagnostics
-  are not computed: graph result lines carry ``diagnostics: null``);
-- :func:`score_embodied`: the Eq. 4 test, SPL and the failure class of one navigation as the graph
-  reported it (as :meth:`ovman_eval.benchmark.evaluator.GroupEvaluator.embodied_result` after its navigation);
-- :class:`GraphRun`: the run directory in the runner's layout (``results.jsonl`` etc.), resumable;
-  its identity carries ``"wiring": "ros_graph"`` so graph and in-process runs never resume each other.
-
-Frames: AI2-THOR world (metres; floor (x, z)).
+benchmark_node only converts messages; everything it decides or scores is here, built from the
+in-process runner's own pieces (:class:`ovman_eval.benchmark.evaluator.GroupEvaluator`), so the two
+wirings score alike. Graph maps carry no point clouds or history, so graph results have
+``diagnostics: null``; a graph run's identity carries ``"wiring": "ros_graph"``, so graph and
+in-process runs never resume each other. Frames: AI2-THOR world (metres; floor (x, z)).
 """
 
 from __future__ import annotations

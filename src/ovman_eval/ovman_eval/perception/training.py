@@ -1,28 +1,12 @@
 """Training and evaluating the learned segmenter on embedded-world renders.
 
-Frames come from the coverage tours (``sim_node.tour``) of *perception homes*,
-``perception-train-<k>`` and ``perception-test-<k>`` (:func:`ovman_sim.homes.perception_scene`):
-a seed namespace above every ``embedded-<seed>``, which ``ovman generate`` and the episode format
-refuse, so no benchmark scene is ever trained or tuned on. The world renders them as it renders
-episodes (sensor model on). Training home ``k`` is rendered under ``perception.train_conditions``
-entry ``k mod len`` (the stress conditions as augmentation), held-out homes under the condition
-asked for (baseline unless ``--condition``).
+Frames come from the coverage tours of *perception homes* (``perception-train-<k>``,
+``perception-test-<k>``: :func:`ovman_sim.homes.perception_scene`), a seed namespace that
+``ovman generate`` and the episode format refuse, so no benchmark scene is ever trained or tuned on.
+Training is deterministic: the same config and threads give the same weights.
 
-Targets at the network's output resolution (``output_stride`` camera pixels a cell, sampled at
-the cell's centre pixel): the class of the instance seen there (0 = none: walls, floor, doors)
-and the boundary, set on a cell of an instance with a 4-neighbour of another instance. The loss
-is cross-entropy with class weights ``1 / sqrt(frequency)`` (normalised to mean 1 over the classes
-present) plus the boundary's binary cross-entropy weighted by the inverse boundary share. Each
-frame of a batch is mirrored left-right with probability 1/2 (``perception.flip``). Adam,
-cosine-decayed step size, ``perception.seed`` for the initial weights, the frame order and the
-mirroring, deterministic torch algorithms: the same config and threads give the same weights.
-
-Evaluation (:func:`evaluate`): per frame, ground-truth segments of at least
-``mapping.min_segment_pixels`` pixels are matched one-to-one to predicted segments by mask IoU
-(Hungarian, pairs below ``perception.iou_threshold`` do not match). Precision = matched /
-predicted, recall = matched / ground truth, accuracy = matched pairs whose top label is right,
-per category (by the ground-truth label) and overall; the confusions are the most frequent
-(true, predicted) label pairs among the matched.
+Why one module: rendering the homes, the targets, the training loop and the held-out evaluation
+share the perception homes and the manifest they are written into.
 """
 
 from __future__ import annotations
@@ -231,8 +215,11 @@ def rendered_training_set(
 
 
 def train_network(data: TrainingSet, params: PerceptionParams, progress: Progress | None = None) -> Any:
-    """The trained SegNet (see the module docstring for the loss and the schedule); torch's thread
-    count and determinism setting are restored afterwards."""
+    """The trained SegNet; torch's thread count and determinism setting are restored afterwards.
+
+    Loss: cross-entropy with class weights ``1 / sqrt(frequency)`` (mean 1 over the classes present)
+    plus the boundary's binary cross-entropy weighted by the inverse boundary share. Adam with a
+    cosine-decayed step size; ``perception.seed`` seeds the weights, the frame order and the mirroring."""
     import torch
 
     previous = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
@@ -461,7 +448,10 @@ class Tally:
 
 
 def tally(segmenter: Segmenter, frames: Iterator[Frame] | Sequence[Frame], config: OvmanConfig) -> Tally:
-    """The counts of ``segmenter`` on ``frames`` (see the module docstring's matching)."""
+    """The counts of ``segmenter`` on ``frames``: per frame, ground-truth segments of at least
+    ``mapping.min_segment_pixels`` pixels matched one-to-one to predicted ones (:func:`match_segments`);
+    precision = matched / predicted, recall = matched / ground truth, accuracy = matched pairs whose
+    top label is right."""
     params = config.benchmark_node.perception
     min_pixels = config.mapping_node.mapping.min_segment_pixels
     predicted_total = truth_total = matched_total = correct_total = n_frames = 0

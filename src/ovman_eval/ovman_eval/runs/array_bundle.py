@@ -1,17 +1,10 @@
 """A checksummed file holding a JSON document and numeric numpy arrays; reading it runs no code.
 
-Layout (integers little-endian)::
-
-    8 bytes   MAGIC
-    32 bytes  sha256 of everything after it (the payload)
-    8 bytes   header length H (uint64)
-    H bytes   header: UTF-8 JSON {"document": ..., "arrays": [[dtype, shape, offset], ...]}, padded with
-              spaces so that the data starts on a multiple of ALIGNMENT bytes from the file's start
-    data      each array's C-order bytes at its offset (from the data's start, a multiple of ALIGNMENT)
-
-Arrays keep their dtype (byte order included) and shape, so floats come back bit for bit. Only
-booleans, integers and floats are stored: no object arrays, no pickles. The checksum detects damage
-(a flipped byte, a truncated file), not tampering: anyone who can write the file can recompute it.
+Layout (integers little-endian): ``MAGIC``, the sha256 of the payload, the header length (uint64),
+the UTF-8 JSON header ``{"document": ..., "arrays": [[dtype, shape, offset], ...]}`` padded so the
+data starts on a multiple of :data:`ALIGNMENT`, then each array's C-order bytes. Arrays keep dtype
+and shape, so floats come back bit for bit; only booleans, integers and floats, never object arrays
+or pickles. The checksum detects damage (a flipped byte, a truncated file), not tampering.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Where the units of a run are computed: this machine's process pool, or tasks on a Ray cluster.
 
-Generation (slots) and the benchmark (recorded groups) hand their units to a :class:`Backend`:
-
-- ``local`` (the default): :func:`ovman_eval.runs.pool.run_pool`, ``workers`` spawned processes on
-  this machine (one worker: everything in this process). It never imports Ray.
-- ``ray``: :func:`ovman_eval.runs.ray_pool.run_ray`, one Ray task per unit on the cluster at
-  ``address`` (None: a Ray instance started for this process on this machine), at most
-  ``workers`` at a time. Ray retries a task whose worker died.
-
-Either way each unit's result is committed in this process as it arrives, so the files a run
-writes, its resume and its results are the same (byte-identical: a unit's result does not depend
-on where it ran). With ``ray``, the dataset, the run directory and the map cache must be on a path
-every node reads and writes at the same place (a shared filesystem): tasks carry the paths, not
-the files.
+``local`` (the default, :func:`ovman_eval.runs.pool.run_pool`) never imports Ray; ``ray``
+(:func:`ovman_eval.runs.ray_pool.run_ray`) runs one task per unit, at most ``workers`` at a time.
+Either way each result is committed in this process as it arrives, so a run's files, resume and
+results are byte-identical wherever a unit ran. With ``ray``, the dataset, run directory and map
+cache must be on a filesystem every node shares at the same path: tasks carry paths, not files.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The worker pool shared by dataset generation, the benchmark runner and its map builds.
 
-``workers`` spawned processes (spawn, never fork: a worker starts from a clean interpreter, with no
-ROS context or thread of the parent) each build their own worker state once, with ``setup(*args)``
-(a module-level function, so that it can be sent to the process), which returns the function that
-does one item. Items are handed out at most two per worker at a time, so an interruption loses
-little finished work, and each result is committed in the parent as it arrives, in the order the
-items were submitted among those finished together.
-
-A worker that dies (a signal, the OOM killer, an exit) breaks the pool: :class:`PoolBrokenError`
-then names the dead worker, how it ended and the item it was computing (:func:`dead_workers`).
+``workers`` spawned processes (never forked: a worker starts from a clean interpreter, without the
+parent's ROS context or threads) each build their state once with ``setup(*args)``, a module-level
+function. Each result is committed in the parent as it arrives; a dead worker (a signal, the OOM
+killer, an exit) breaks the pool with a :class:`PoolBrokenError` naming it and its item.
 """
 
 from __future__ import annotations
@@ -83,6 +78,7 @@ def run_pool(
         queue = list(items)
         try:
             while queue or futures:
+                # Few items handed out at a time, so an interruption loses little finished work.
                 while queue and len(futures) < QUEUED_PER_WORKER * workers:
                     item = queue.pop(0)
                     future = pool.submit(_do, item, label(item))

@@ -1,25 +1,9 @@
 """The ray backend of :class:`ovman_eval.runs.backend.Backend`: one Ray task per unit.
 
-:func:`run_ray` keeps :func:`ovman_eval.runs.pool.run_pool`'s contract on a Ray cluster. The
-worker state (``setup(*args)``: a world, an evaluator with its models) is shipped once as one
-object (``ray.put``) and built once per Ray worker process, on its first task of the run; each
-task then does one unit and returns its result, which is committed in the driver (this process)
-as it arrives, in submission order among those finished together. At most ``workers`` tasks are
-in flight, so ``--workers N`` runs N units at a time however many CPUs the cluster has (the rest
-stay free for other jobs), and an interruption loses little work.
-
-A task whose worker process dies (a signal, the OOM killer, a lost node) is retried by Ray, up to
-``retries`` times, on any worker; since only the driver commits, a retried unit is committed once,
-and a unit's result does not depend on the worker that computed it. When the retries run out,
-PoolBrokenError names the unit; an exception raised by the unit's own code is not retried and
-propagates as itself.
-
-Ray is imported here only (the local backend never imports it). ``address``: ``HOST:PORT`` of a
-running cluster's head (``ray start --head``), ``auto`` (the cluster this machine belongs to),
-``ray://HOST:PORT`` (Ray Client), or None: a Ray instance started for this process on this
-machine, without a dashboard. A head that does not answer within ``connect_timeout_s`` is a
-BackendError. The driver stays connected for the rest of the process (a second run reuses the
-connection).
+:func:`run_ray` keeps :func:`ovman_eval.runs.pool.run_pool`'s contract on a Ray cluster: the worker
+state is shipped once (``ray.put``) and built once per Ray worker process; only the driver (this
+process) commits results, in submission order among those finished together, so a retried unit is
+committed once. Ray is imported here only; the local backend never imports it.
 """
 
 from __future__ import annotations
@@ -74,8 +58,10 @@ def _probe(address: str, timeout_s: float) -> None:
 
 
 def connect(address: str | None, timeout_s: float = 20.0) -> None:
-    """Connect this process to the Ray cluster at ``address`` (see the module docstring), once,
-    waiting at most about ``timeout_s`` for its head; BackendError when it cannot."""
+    """Connect this process to the Ray cluster at ``address`` (``HOST:PORT`` of a head, ``auto``: the
+    cluster this machine belongs to, ``ray://HOST:PORT``: Ray Client, None: a Ray instance started
+    here without a dashboard), once, waiting at most about ``timeout_s`` for its head; BackendError
+    when it cannot. The connection stays for the rest of the process (a second run reuses it)."""
     if address is not None and address != "auto":
         _probe(address, timeout_s)
     # Ray reads these when it is imported: each GCS connection attempt, and the attempts, bounded.
@@ -107,7 +93,12 @@ def run_ray(
     retries: int = 3,
     connect_timeout_s: float = 20.0,
 ) -> None:
-    """Do ``items`` as Ray tasks, committing each result here as it arrives (see the module docstring)."""
+    """Do ``items`` as Ray tasks, committing each result here as it arrives.
+
+    At most ``workers`` tasks are in flight, so ``--workers N`` runs N units at a time however many
+    CPUs the cluster has. A task whose worker dies is retried up to ``retries`` times, then
+    PoolBrokenError names the unit; an exception of the unit's own code is not retried and
+    propagates as itself."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     if retries < 0:

@@ -1,53 +1,12 @@
 """The benchmark's results: one record per (episode, arm, seed, condition), one JSON line each, and the run files.
 
-A :class:`ResultRecord` holds what one arm did on one episode under one run seed: the static gate
-(the predicted point against the answer point, TASK.md §3) and, unless the run is static-only, the
-embodied run (navigation in the live world from the episode's start, the Eq. 4 test at Stop, SPL).
-Both carry the failure class of :mod:`ovman_eval.task.failures` and the category-only test ("reach any
-instance of the queried category"); an embodied run that could not be made (the world refused the
-episode's start pose) has the failure :data:`EMBODIED_ERROR` and says why in its ``message``.
-``diagnostics`` holds the map and memory numbers (:mod:`ovman_eval.analysis.diagnostics`) of the maps the
-arm read, or None for arms without maps. ``condition`` is the stress condition the arm saw
-(``baseline`` unless the run re-rendered the episodes under ``--condition low_light|texture``); it
-is written only when it is not the baseline.
+Every line ends in a sha256 of the rest (:data:`CHECKSUM`), which detects damage and hand edits (it
+is no signature); readers return the intact items and the damaged lines (:class:`DamagedLine`) and
+never raise on one. The files of a run directory are named below. Frames and units: AI2-THOR
+world, metres; points are floor (x, z).
 
-A :class:`EpisodeSketch` is what the per-episode figure draws: both visits' map instances, the
-association, the ground truth and the reachable grid of the evaluated world.
-
-Lines (:func:`to_json_line`): sorted keys, compact, floats rounded, then a last member
-``"sha256"``: the hex sha256 of the line's UTF-8 bytes without that member (``,"sha256":"…"``
-removed), i.e. of the canonical JSON of the rest. A line whose checksum is missing or does not
-match is *damaged* (as is a blank line, one that is not JSON, or one that does not parse); the
-checksum detects damage and hand edits, it is not a signature (anyone can recompute it). Readers
-return the intact items and the damaged lines (:class:`DamagedLine`: file, line number, reason)
-and never raise on one: :func:`read_results` and :func:`read_sketches` for a finished run (the
-caller reports the skipped lines; :func:`complete_episodes` leaves out of the tables the episodes
-that lost a record), :func:`read_checked_lines` for any file. Lines of format 1
-(before checksums) are damaged too, with a reason that says so: a run of format 1 is refused
-(rerun the benchmark), since a line without a checksum cannot be told from an edited one.
-
-Files of a run directory ``runs/<stamp>/`` (written by :mod:`ovman_eval.benchmark.runner`):
-
-- ``run.json``: the run's identity (request, whole configuration, code revision, dataset hash,
-  encoder, format version) and when it started;
-- ``benchmark.lock``: the advisory lock (``fcntl.flock``) a benchmark holds while it writes the
-  run, with its PID; the kernel releases it when the process ends, so the file left behind is
-  not a stale lock;
-- ``results.partial.jsonl`` / ``sketches.partial.jsonl`` while running: one line appended (and
-  fsync'ed) per finished record, so an interrupted run resumes from them; on resume a torn last
-  line (no newline) is dropped, any other damaged line is reported and its result recomputed;
-- ``results.jsonl`` / ``sketches.jsonl`` at the end: the same lines in a fixed order (condition
-  order, then dataset order, then arm order, then seed), written atomically; byte-identical
-  whatever the number of workers. Here a last line without its newline is damaged (truncated);
-- ``timings.json`` and ``finished.json`` (the clean-finish marker: the run is finished when it
-  exists, whatever its lines hold), then ``report.md``/``report.html``;
-- ``multi_change/``: the run's multi-change part when it has one, a run directory of the same
-  layout (without a report), finished before the run is.
-
-Frames and units: AI2-THOR world frame, metres; points are floor (x, z).
-
-Why one module of about 600 lines: the record types and their one JSON form, written and read back
-with checks, change together; a field added to a record is added, written and read here.
+Why one module: the record types and their one JSON form, written and read back with checks, change
+together; a field added to a record is added, written and read here.
 """
 
 from __future__ import annotations
@@ -68,11 +27,17 @@ FORMAT_VERSION = 2
 """Version of the result line layout (2: lines carry a checksum); readers reject others."""
 
 CHECKSUM = "sha256"
-"""The last member of every line: the sha256 of the rest of the line (see the module docstring)."""
+"""The last member of every line: the hex sha256 of the line's UTF-8 bytes without that member
+(``,"sha256":"…"`` removed), i.e. of the canonical JSON of the rest."""
 
 FLOAT_DECIMALS = 6
 """Floats are written rounded to this many decimals (deterministic bytes across processes)."""
 
+# A run directory runs/<stamp>/ (written by ovman_eval.benchmark.runner): run.json (its identity: request,
+# configuration, code revision, dataset hash, encoder, format); benchmark.lock (an fcntl.flock the kernel
+# releases when the process ends, so a file left behind is no stale lock); *.partial.jsonl, one fsync'ed
+# line per finished record while running; results.jsonl / sketches.jsonl in a fixed order at the end,
+# byte-identical whatever the workers; timings.json; finished.json (the clean-finish marker); the report.
 RUN_FILE = "run.json"
 RESULTS = "results.jsonl"
 SKETCHES = "sketches.jsonl"
@@ -82,7 +47,8 @@ TIMINGS = "timings.json"
 FINISHED = "finished.json"
 LOCK = "benchmark.lock"
 MULTI_CHANGE_PART = "multi_change"
-"""Sub-directory of a run holding its multi-change part (see the module docstring)."""
+"""Sub-directory of a run holding its multi-change part: a run directory of the same layout
+(without a report), finished before the run is."""
 
 EMBODIED_ERROR = "error"
 """EmbodiedResult.failure of an embodied run that could not be made (its ``message`` says why): a
@@ -258,7 +224,8 @@ class SketchPair:
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeSketch:
-    """What the top-down figure of one recorded group draws (see the module docstring).
+    """What the top-down figure of one recorded group draws: both visits' map instances, the
+    association, the ground truth and the reachable grid of the evaluated world.
 
     ``reachable``: free grid positions of the evaluated world (empty for static-only runs);
     ``truth1``/``truth2``: ground-truth objects of visit 1 and at the end of visit 2.
@@ -288,7 +255,7 @@ def _plain(value: Any) -> Any:
 def to_json_line(value: ResultRecord | EpisodeSketch) -> str:
     """One line (no newline): sorted keys, compact, floats rounded, then the checksum member
     (:data:`CHECKSUM`); deterministic bytes. A record's ``condition`` is left out when it is the
-    baseline (see the module docstring)."""
+    baseline, so baseline records carry no condition field on disk."""
     document = _plain(value)
     if isinstance(value, ResultRecord) and value.condition == BASELINE:
         del document["condition"]

@@ -1,21 +1,11 @@
 """The episode record: one certified episode of the benchmark, versioned, as one JSON line.
 
-A record holds everything needed to replay and score an episode: the scene (world, name, stress
-condition), the agent's start pose for navigation, the changes applied between the visits, the
-query (category, relation and the phrase an agent is given), the answer (point a and region A of
-TASK.md §1), the instance ids of the queried category, the seeds, the oracle's certification runs
-(Algorithm 1 lines 8-9), the paths of the two recorded visits (relative to the dataset directory)
-and the drift check values (Algorithm 1 lines 6-7).
-
-Frames and units: AI2-THOR world frame (metres, y up; floor points are (x, z)); yaw and horizon in
-degrees (ovman_core.world_state). The evaluated world of an episode is the world at the **end** of
-the visit-2 recording (its last ground-truth frame) with the agent at ``start_pose``; in episodes
-with a mover, the mover restarts there with ``seeds.navigation_mover``.
-
-Serialisation is deterministic (sorted keys, compact separators, floats rounded to
-:data:`FLOAT_DECIMALS`), so the same episodes always give the same bytes. Reading validates the
-schema strictly (unknown, missing or mistyped fields) and the record's own consistency, and
-raises :class:`EpisodeFormatError` naming the episode id and every bad field.
+A record holds everything needed to replay and score an episode (scene, start pose, changes, query,
+answer, seeds, certification runs, recording paths, drift checks). The evaluated world is the world
+at the **end** of the visit-2 recording with the agent at ``start_pose`` (a mover restarts there with
+``seeds.navigation_mover``). Serialisation is deterministic; reading validates strictly and raises
+:class:`EpisodeFormatError` naming the episode id and every bad field. Frames and units: AI2-THOR
+world (metres, y up; floor points (x, z)); yaw and horizon in degrees.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The failure partition of TASK.md §7 (the paper's Table V) and "lost in navigation".
 
-Every episode lands in exactly one class, tested in this order of precedence:
-
-1. ``success``: the point passes the success test of the gate (static: within the gate radius of
-   the answer point; embodied: within R of the answer footprint, :mod:`ovman_core.success`);
-2. ``abstained``: there is no point (the agent abstained, or in an embodied run never stopped);
-3. ``wrong_instance``: the point is within R of the footprint of another instance of the queried
-   category in visit 2 (the same test as Eq. 4, against a distractor);
-4. ``far``: the point is more than ``far_miss_distance`` from the answer point;
-5. ``other``: the rest (a near miss that is not on another instance).
-
-"Lost in navigation" is not a class but a flag on paired outcomes: the static gate succeeded and the
-embodied run of the same episode and arm failed, so it is a subset of the static successes.
-Points and footprints are floor coordinates (x, z) in the AI2-THOR world frame, metres.
+Every episode lands in exactly one class, in this order of precedence: ``success`` (the gate's
+success test, :mod:`ovman_core.success`), ``abstained`` (no point), ``wrong_instance`` (within R of
+another instance of the queried category in visit 2), ``far`` (more than ``far_miss_distance`` from
+the answer point), ``other``. "Lost in navigation" is a flag on paired outcomes, not a class: the
+static gate succeeded and the embodied run failed. Points and footprints: floor (x, z), AI2-THOR world, metres.
 """
 
 from __future__ import annotations
