@@ -103,9 +103,13 @@ def test_the_player_plays_the_tours_in_its_own_namespace_and_mapping_node_maps_t
     player, sim = nodes["player"], nodes["sim_node"]
     assert (player.module, player.parameters) == (sim.module, sim.parameters)  # a second sim_node
     assert player.namespace == "/player" and sim.namespace == ""  # nothing on sim_node's topics
-    # One remapping: mapping_node takes the player's frames as one CameraBundle each.
+    # mapping_node takes the player's frames as one CameraBundle each, their poses on the player's tree.
     extra = {k: v for k, v in nodes["mapping_node"].remappings if (k, v) not in names.NAMESPACED_REMAPPINGS}
-    assert extra == {"camera/bundle": "player/camera/bundle"}
+    assert extra == {
+        "camera/bundle": "player/camera/bundle",
+        "/tf": "player/tf",
+        "/tf_static": "player/tf_static",
+    }
     assert nodes["mapping_node"].parameters["node.camera_input"] == "bundle"
     assert player.parameters["node.camera_output"] == "bundle"
     assert all(n.remappings == names.NAMESPACED_REMAPPINGS for n in nodes.values() if n.name != "mapping_node")
@@ -121,7 +125,9 @@ def test_a_namespaced_graph_puts_every_node_under_it_and_the_absolute_convention
         "/run1/nav_node",
         "/run1/benchmark_node",
     }
-    assert all(("/clock", "clock") in n.remappings and ("/tf", "tf") in n.remappings for n in nodes)
+    assert all(("/clock", "clock") in n.remappings for n in nodes)
+    tree = {n.name: dict(n.remappings)["/tf"] for n in nodes}  # resolved in the node's namespace
+    assert tree == {n.name: "player/tf" if n.name == "mapping_node" else "tf" for n in nodes}
     document = graph.params_file_document(nodes)
     assert set(document) == {n.full_name for n in nodes}
     command = node_command(nodes[0], Path("params.yaml"))
@@ -184,6 +190,10 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
             "node.start_visit": 0,
             "node.camera_input": "bundle",
             "node.qos_keep_all": True,
+            "node.frame_policy": "keep_all",
+            # A replayed tour's frames wait for a /tf sample that DDS repairs late, not a robot's timeout.
+            "node.tf_timeout_s": max(config.mapping_node.node.tf_timeout_s, config.mapping_node.node.finish_timeout_s),
+            "node.tf_max_pending": graph.GRAPH_MAX_PENDING,
             "use_sim_time": True,
         },
         "query_node": {"use_sim_time": True},

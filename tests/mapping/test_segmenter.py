@@ -54,6 +54,7 @@ def write_model(directory: Path, vocabulary=VOCABULARY, image_size=(32, 24), see
 
     torch.manual_seed(seed)
     model = SegNet(len(vocabulary), (4, 4, 4), 2, 2)
+    camera = Intrinsics.from_vertical_fov(*image_size, 90.0)  # the training camera
     directory.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / WEIGHTS_FILE))
     manifest = {
@@ -65,6 +66,7 @@ def write_model(directory: Path, vocabulary=VOCABULARY, image_size=(32, 24), see
         "context_dilation": 2,
         "input_stride": 2,
         "image_size": list(image_size),
+        "intrinsics": {f: getattr(camera, f) for f in ("fx", "fy", "cx", "cy")},
         "weights_sha256": hashlib.sha256((directory / WEIGHTS_FILE).read_bytes()).hexdigest(),
     }
     (directory / MANIFEST_FILE).write_text(json.dumps(manifest))
@@ -341,23 +343,20 @@ def test_a_missing_or_corrupt_model_fails_at_start_up_naming_the_file_and_the_ke
     assert str(directory) in str(caught.value) and "mapping_node.segmenter.model" in str(caught.value)
 
 
-def test_a_model_for_another_vocabulary_or_camera_is_refused(tmp_path):
+def test_a_model_for_another_vocabulary_is_refused_and_other_cameras_are_read(tmp_path):
+    """Cameras of other sizes are resampled to the model's (tests/mapping/test_any_camera.py has the
+    geometry and the refusals)."""
     directory = write_model(tmp_path / "model")
     with pytest.raises(SegmenterError, match="trained for another vocabulary"):
         make_segmenter(dataclasses.replace(CONFIG, kind="learned", model=str(directory)), ("Chair", "Bed"))
     segmenter = learned(directory)
-    wide = observation(np.ones((48, 72, 3), np.uint8), np.ones((48, 72), np.float32))
-    with pytest.raises(SegmenterError, match="trained on 32x24 frames, the camera gives 72x48") as caught:
-        segmenter.segment(wide)
-    assert str(directory) in str(caught.value) and "mapping_node.segmenter.model" in str(caught.value)
-    small = observation(np.ones((12, 16, 3), np.uint8), np.ones((12, 16), np.float32))
-    with pytest.raises(SegmenterError, match="the camera gives 16x12"):
-        segmenter.segment(small)
-    # A whole multiple whose input blocks would exceed 256 pixels (129 x 2): refused, not a crash.
-    tiny = learned(write_model(tmp_path / "tiny", image_size=(2, 2)))
-    huge = observation(np.ones((258, 258, 3), np.uint8), np.ones((258, 258), np.float32))
-    with pytest.raises(SegmenterError, match=r"the camera gives 258x258 .*up to 128 times"):
-        tiny.segment(huge)
+    for h, w in ((48, 72), (12, 16)):
+        out = segmenter.segment(observation(np.ones((h, w, 3), np.uint8), np.ones((h, w), np.float32)))
+        assert out.ids.shape == (h, w) and out.ids.max(initial=0) == len(out.segments)
+    # A whole multiple whose input blocks would exceed 256 pixels (129 x 2) is resampled, not a crash.
+    tiny = learned(write_model(tmp_path / "tiny", image_size=(8, 8)))
+    huge = observation(np.ones((1032, 1032, 3), np.uint8), np.ones((1032, 1032), np.float32))
+    assert tiny.segment(huge).ids.shape == (1032, 1032)
 
 
 def test_a_camera_a_whole_multiple_of_the_models_size_is_read_at_the_models_resolution():

@@ -1,8 +1,8 @@
 """Test helper process: a small external agent, independent of OVMAN's code, for the arm external.
 
 It keeps the contract of docs/external-agent.md and imports nothing of OVMAN but the message
-types: it reads only the standard camera topics a robot's RGB-D driver publishes (depth,
-camera_info and the camera pose; never the simulator's instance topics or its ground truth), and
+types: it reads only what a robot gives (a driver's depth and camera_info, the frame tree on /tf
+and /tf_static, chained here by hand; never the simulator's instance topics or its ground truth), and
 serves ``mapping/start_visit``, ``mapping/finish_visit`` and ``ovman/query`` in its namespace.
 
 What it does (a change detector that ignores the category): each depth pixel (one in
@@ -14,7 +14,7 @@ something removed, moved or former, the converse; for stable and moving it absta
 is appended to the JSON-lines file ``ANSWERS`` (argument 1) for the test to compare.
 
 Usage: python external_agent.py ANSWERS --ros-args -r __ns:=/agent
-           -r camera/depth/image_raw:=/player/camera/depth/image_raw ... (docs/external-agent.md)
+           -r camera/depth/image_raw:=/player/camera/depth/image_raw -r /tf:=/player/tf ... (docs/external-agent.md)
 Exits cleanly on SIGINT or SIGTERM, and when its stdin closes.
 """
 
@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 import rclpy
-from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from scipy import ndimage
 from sensor_msgs.msg import CameraInfo, Image
+from tf2_msgs.msg import TFMessage
 
 from ovman_interfaces.srv import MapVisit, Query
 
@@ -45,6 +45,8 @@ BAND = (0.15, 1.6)
 MIN_POINTS = 3
 FINISH_WAIT_S = 60.0
 CAMERA_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+STATIC_QOS = QoSProfile(depth=100, durability=DurabilityPolicy.TRANSIENT_LOCAL, history=HistoryPolicy.KEEP_LAST)
+MAP_FRAME = "map"
 
 
 def rotation(q) -> np.ndarray:
@@ -84,10 +86,23 @@ class ExternalAgent(Node):
         self.create_service(Query, "ovman/query", self.query, callback_group=services)
         self.create_subscription(Image, "camera/depth/image_raw", lambda m: self.add("depth", m), CAMERA_QOS)
         self.create_subscription(CameraInfo, "camera/color/camera_info", lambda m: self.add("info", m), CAMERA_QOS)
-        self.create_subscription(PoseStamped, "camera/pose", lambda m: self.add("pose", m), CAMERA_QOS)
+        self.static: dict[str, object] = {}
+        """child frame -> its TransformStamped from /tf_static."""
+        self.create_subscription(TFMessage, "/tf", self.add_transforms, CAMERA_QOS)
+        self.create_subscription(TFMessage, "/tf_static", self.add_static, STATIC_QOS)
 
-    def add(self, kind: str, message) -> None:
-        stamp = message.header.stamp.sec * 10**9 + message.header.stamp.nanosec
+    def add_static(self, message: TFMessage) -> None:
+        with self.lock:
+            self.static.update({t.child_frame_id: t for t in message.transforms})
+
+    def add_transforms(self, message: TFMessage) -> None:
+        # The simulator stamps each frame's moving transforms with the frame's own stamp.
+        stamp = message.transforms[0].header.stamp.sec * 10**9 + message.transforms[0].header.stamp.nanosec
+        self.add("tf", {t.child_frame_id: t for t in message.transforms}, stamp)
+
+    def add(self, kind: str, message, stamp: int | None = None) -> None:
+        if stamp is None:
+            stamp = message.header.stamp.sec * 10**9 + message.header.stamp.nanosec
         with self.lock:
             if self.visit == 0:
                 return
@@ -96,18 +111,28 @@ class ExternalAgent(Node):
             if len(parts) < 3:
                 return
             del self.pending[stamp]
-            self.fuse(parts["depth"], parts["info"], parts["pose"])
+            self.fuse(parts["depth"], parts["info"], self.pose(parts["depth"].header.frame_id, parts["tf"]))
             self.frames += 1
 
-    def fuse(self, depth_msg: Image, info: CameraInfo, pose: PoseStamped) -> None:
+    def pose(self, frame: str, moving: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(rotation, translation) of ``frame`` in ``map``: its chain of transforms up the tree."""
+        r, t = np.eye(3), np.zeros(3)
+        while frame != MAP_FRAME:
+            edge = moving.get(frame) or self.static[frame]
+            q, p = edge.transform.rotation, edge.transform.translation
+            step = rotation(q)
+            r, t = step @ r, step @ t + np.array([p.x, p.y, p.z])
+            frame = edge.header.frame_id
+        return r, t
+
+    def fuse(self, depth_msg: Image, info: CameraInfo, pose: tuple[np.ndarray, np.ndarray]) -> None:
         depth = depth_metres(depth_msg)[::STRIDE, ::STRIDE]
         v, u = np.mgrid[0 : depth_msg.height : STRIDE, 0 : depth_msg.width : STRIDE]
         fx, cx, fy, cy = info.k[0], info.k[2], info.k[4], info.k[5]
         valid = np.isfinite(depth) & (depth > 0)
         z = depth[valid]
         optical = np.stack([(u[valid] - cx) / fx * z, (v[valid] - cy) / fy * z, z], axis=1)
-        p = pose.pose.position
-        world = optical @ rotation(pose.pose.orientation).T + np.array([p.x, p.y, p.z])
+        world = optical @ pose[0].T + pose[1]
         band = world[(world[:, 2] >= BAND[0]) & (world[:, 2] <= BAND[1])]
         counts = self.cells[self.visit]
         cells, seen = np.unique(np.floor(band[:, :2] / CELL).astype(int), axis=0, return_counts=True)

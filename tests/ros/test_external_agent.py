@@ -46,8 +46,9 @@ pytestmark = pytest.mark.ros
 AGENT_NAMESPACE = "byo"
 RELATIONS = (Relation.APPEARED, Relation.REMOVED, Relation.STABLE)
 ARMS = ("category_only", "external")
-CAMERA_TOPICS = (names.DEPTH, names.CAMERA_INFO, names.CAMERA_POSE)
-"""What the agent reads: the standard topics of an RGB-D driver (never the instance topics)."""
+CAMERA_TOPICS = (names.DEPTH, names.CAMERA_INFO)
+"""What the agent reads: the standard topics of an RGB-D driver (never the instance topics), with the
+frame tree (/tf, /tf_static)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +82,7 @@ def external_run(tmp_path_factory: pytest.TempPathFactory) -> ExternalRun:
     log_dir = directory / "logs"
     log_dir.mkdir()
     remaps = [arg for topic in CAMERA_TOPICS for arg in ("-r", f"{topic}:=/{names.PLAYER_NAMESPACE}/{topic}")]
+    remaps += [arg for tf in ("tf", "tf_static") for arg in ("-r", f"/{tf}:=/{names.PLAYER_NAMESPACE}/{tf}")]
     agent_command = [sys.executable, str(Path(__file__).with_name("external_agent.py")), str(answers)]
     with pytest.MonkeyPatch.context() as env:
         for name, value in ros_environment(log_dir / "ros").items():

@@ -448,7 +448,6 @@ FIELDS = {
     TFMessage: {"transforms": "sequence<geometry_msgs/TransformStamped>"},
     # The members with 8-byte fields first (ovman_ros.bundle_cdr composes it from recorded CDR).
     CameraBundle: {
-        "pose": "geometry_msgs/PoseStamped",
         "camera_info": "sensor_msgs/CameraInfo",
         "rgb": "sensor_msgs/Image",
         "depth": "sensor_msgs/Image",

@@ -13,7 +13,7 @@ from scipy.spatial.transform import Rotation
 
 try:
     from builtin_interfaces.msg import Time
-    from ovman_ros.messages import bundle_messages, camera_bundle_msg, camera_messages, header_msg
+    from ovman_ros.messages import bundle_messages, camera_bundle_msg, camera_messages, header_msg, static_tf_message
     from rclpy.serialization import serialize_message
     from visualization_msgs.msg import Marker
 
@@ -24,14 +24,14 @@ try:
         LABEL_NAMESPACE,
         MapMessageError,
         MapNames,
-        camera_from_pose,
+        camera_bundle_frame,
+        camera_from_transform,
         check_marker_style,
         instance_map_from_msg,
         instance_map_msg,
         map_markers,
         observation_from_bundle,
         observation_from_camera,
-        observation_from_camera_bundle,
         observation_from_topics,
     )
     from ovman_query.query_messages import answer_markers, change_set_msg, check_answer_style, response_msg
@@ -40,6 +40,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
     ) from error
+
+from ovman_ros.tf_buffer import TransformBuffer
 
 from ovman_core.boxes import Box3
 from ovman_core.camera import Intrinsics
@@ -89,6 +91,14 @@ def observation(yaw_deg: float, horizon_deg: float, seed: int = 0) -> Observatio
     )
 
 
+def tf_pose(messages) -> bundle.Transform:
+    """The optical frame in ``map`` at the bundle's stamp, looked up on the tree its messages carry."""
+    tree = TransformBuffer()
+    tree.set_message(static_tf_message(FRAMES, 0), static=True)
+    tree.set_message(messages.tf, static=False)
+    return tree.lookup(FRAMES.map, messages.rgb.header.frame_id, messages.stamp_ns)
+
+
 def from_bundle(messages) -> Observation:
     return observation_from_bundle(
         messages.rgb,
@@ -96,7 +106,7 @@ def from_bundle(messages) -> Observation:
         messages.instances,
         bundle.parse_labels_json(messages.labels.data),
         messages.camera_info,
-        messages.camera_pose,
+        tf_pose(messages),
         FRAMES.map,
         STEP_NS,
     )
@@ -121,9 +131,8 @@ def test_a_bundle_keyed_by_topic_gives_the_same_observation():
         bundle.INSTANCES_TOPIC: messages.instances,
         bundle.INSTANCE_LABELS_TOPIC: bundle.parse_labels_json(messages.labels.data),
         bundle.CAMERA_INFO_TOPIC: messages.camera_info,
-        bundle.CAMERA_POSE_TOPIC: messages.camera_pose,
     }
-    got, expected = observation_from_topics(items, FRAMES.map, STEP_NS), from_bundle(messages)
+    got, expected = observation_from_topics(items, tf_pose(messages), FRAMES.map, STEP_NS), from_bundle(messages)
     assert (got.pose, got.step, got.segment_labels) == (expected.pose, expected.step, expected.segment_labels)
     assert np.array_equal(got.rgb, expected.rgb) and np.array_equal(got.depth, expected.depth, equal_nan=True)
 
@@ -133,8 +142,9 @@ def test_a_camera_bundle_message_gives_the_same_observation_as_rclpy_or_as_bundl
     expected = from_bundle(messages)
     combined = camera_bundle_msg(camera_messages(messages))
     for message in (combined, bundle_cdr.decode(serialize_message(combined))):
-        stamp, got = observation_from_camera_bundle(message, FRAMES.map, STEP_NS)
-        assert stamp == 4_100_000_000
+        stamp, frame, items = camera_bundle_frame(message)
+        assert (stamp, frame) == (4_100_000_000, FRAMES.optical)
+        got = observation_from_topics(items, tf_pose(messages), FRAMES.map, STEP_NS)
         assert (got.pose, got.step, got.segment_labels, got.intrinsics) == (
             expected.pose,
             expected.step,
@@ -146,32 +156,26 @@ def test_a_camera_bundle_message_gives_the_same_observation_as_rclpy_or_as_bundl
         assert got.rgb.flags.writeable and got.depth.flags.writeable  # copies, not views of the received bytes
     combined.depth.header = header_msg(4_100_000_001, FRAMES.optical)  # the images shared one header object
     with pytest.raises(MapMessageError, match=f"{bundle.DEPTH_TOPIC} 4100000001"):
-        observation_from_camera_bundle(combined, FRAMES.map, STEP_NS)
+        camera_bundle_frame(combined)
 
 
 def test_any_level_camera_pose_is_recovered_to_float_precision():
     for yaw, horizon in ((12.345678, 17.5), (359.9, -29.0), (200.0, 45.25)):
         messages = bundle_messages(observation(yaw, horizon), WorldState.of([]), 1, FRAMES)
-        position, got_yaw, got_horizon = camera_from_pose(messages.camera_pose, FRAMES.map)
+        position, got_yaw, got_horizon = camera_from_transform(tf_pose(messages), FRAMES.map)
         assert got_yaw == pytest.approx(yaw, abs=1e-8) and got_horizon == pytest.approx(horizon, abs=1e-8)
         assert position == (1.0 / 3.0, 1.576, -2.75)
 
 
 def test_unusable_camera_poses_and_images_are_refused():
     messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
-    wrong_frame = dataclasses.replace(messages)
-    wrong_frame.camera_pose.header.frame_id = "odom"
+    pose = tf_pose(messages)
     with pytest.raises(MapMessageError, match="expected 'map'"):
-        camera_from_pose(wrong_frame.camera_pose, FRAMES.map)
-    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
-    orientation = messages.camera_pose.pose.orientation
+        camera_from_transform(dataclasses.replace(pose, parent="odom"), FRAMES.map)
     # Turn the camera about its own viewing axis (optical z): a roll.
-    rolled = Rotation.from_quat((orientation.x, orientation.y, orientation.z, orientation.w)) * Rotation.from_rotvec(
-        (0.0, 0.0, 0.2)
-    )
-    orientation.x, orientation.y, orientation.z, orientation.w = rolled.as_quat()
+    rolled = Rotation.from_quat(pose.rotation) * Rotation.from_rotvec((0.0, 0.0, 0.2))
     with pytest.raises(MapMessageError, match="rolled"):
-        camera_from_pose(messages.camera_pose, FRAMES.map)
+        camera_from_transform(dataclasses.replace(pose, rotation=tuple(rolled.as_quat())), FRAMES.map)
     messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
     messages.camera_info.width = 32
     with pytest.raises(MapMessageError, match="expected rgb8 32x12"):
@@ -198,7 +202,7 @@ def test_a_camera_info_that_is_not_a_pinhole_matrix_is_refused_naming_k(k, why):
     messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
     messages.camera_info.k = np.array(k, dtype=np.float64)
     with pytest.raises(MapMessageError, match=rf"CameraInfo\.k = .*{why}"):
-        observation_from_camera(messages.rgb, messages.depth, messages.camera_info, messages.camera_pose, FRAMES.map, 1)
+        observation_from_camera(messages.rgb, messages.depth, messages.camera_info, tf_pose(messages), FRAMES.map, 1)
 
 
 def test_a_camera_info_of_zero_size_is_refused():
@@ -212,19 +216,15 @@ def test_a_camera_info_of_zero_size_is_refused():
     "position", [(NAN, 0.0, 1.0), (0.0, INF, 1.0), (0.0, 0.0, -INF)], ids=["nan-x", "inf-y", "-inf-z"]
 )
 def test_a_non_finite_camera_pose_is_refused(position):
-    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
-    p = messages.camera_pose.pose.position
-    p.x, p.y, p.z = position
+    pose = tf_pose(bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES))
     with pytest.raises(MapMessageError, match="non-finite position"):
-        camera_from_pose(messages.camera_pose, FRAMES.map)
+        camera_from_transform(dataclasses.replace(pose, translation=position), FRAMES.map)
 
 
 def test_a_zero_quaternion_is_refused():
-    messages = bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES)
-    q = messages.camera_pose.pose.orientation
-    q.x = q.y = q.z = q.w = 0.0
+    pose = tf_pose(bundle_messages(observation(0.0, 30.0), WorldState.of([]), 1, FRAMES))
     with pytest.raises(MapMessageError, match="invalid quaternion"):
-        camera_from_pose(messages.camera_pose, FRAMES.map)
+        camera_from_transform(dataclasses.replace(pose, rotation=(0.0, 0.0, 0.0, 0.0)), FRAMES.map)
 
 
 def _set(message, path: str, value) -> None:

@@ -1,9 +1,9 @@
 """mapping_node on a robot's plain RGB-D topics over DDS: with the learned segmenter it subscribes to
-colour, depth (16UC1 millimetres, as RealSense-class drivers publish), camera_info and the camera
-pose only, and its map equals the in-process one built from the same frames stripped of the
-simulator's segments and labels, a frame's step being its stamp divided by ``node.step_dt``. Half
-the frames come from a camera twice the model's size (read at the model's resolution); frames of
-a camera the model cannot read are dropped and counted, and the node goes on.
+colour, depth (16UC1 millimetres, as RealSense-class drivers publish) and camera_info only, with the
+camera's pose from /tf and /tf_static, and its map equals the in-process one built from the same frames stripped of the
+simulator's segments and labels, a frame's step being its stamp divided by ``node.step_dt``. The
+frames come from a camera twice the model's size (read at the model's resolution); frames of
+another camera in the same visit are dropped and counted, and the node goes on.
 
 Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh).
 """
@@ -21,10 +21,11 @@ import pytest
 
 try:
     import rclpy
-    from ovman_ros.messages import PLAIN_CAMERA_MESSAGES, bundle_messages, camera_messages
+    from ovman_ros.messages import PLAIN_CAMERA_MESSAGES, bundle_messages, camera_messages, static_tf_message
     from ovman_ros.qos import LATCHED
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from tf2_msgs.msg import TFMessage
 
     from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
     from ovman_interfaces.srv import MapVisit
@@ -83,15 +84,15 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
     world = EmbeddedWorld(sim)
     world.reset(SCENE)
     clock = bundle.FrameClock(sim.node.step_dt)
-    frames = []
-    for k, observation in enumerate(itertools.islice(tour_observations(world, sim.tour, sim.world), FRAMES)):
-        # Every other frame from a camera twice the model's size (a robot's 640x480): read at 320x240.
-        camera = scaled(observation, 2) if k % 2 else observation
-        frames.append((clock.stamp(observation.step), camera, world.objects()))
+    frames, rendered = [], []
+    for observation in itertools.islice(tour_observations(world, sim.tour, sim.world), FRAMES):
+        # A camera twice the model's size (a robot's 640x480): read at 320x240, without resampling.
+        frames.append((clock.stamp(observation.step), scaled(observation, 2), world.objects()))
+        rendered.append(observation)
     world.close()
-    # Two frames of a camera the model cannot read (1.5 times its size) between frames 4 and 5: each
-    # is dropped and counted, the node goes on.
-    unreadable = [(frames[4][0] + n, scaled_down(frames[4][1]), frames[4][2]) for n in (1, 2)]
+    # Two frames of another camera (1.5 times the model's size) between frames 4 and 5: one camera
+    # per visit, so each is dropped and counted (VisitError), and the node goes on.
+    unreadable = [(frames[4][0] + n, scaled_down(rendered[4]), frames[4][2]) for n in (1, 2)]
 
     node = NodeProcess(
         [
@@ -103,6 +104,8 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
             "segmenter.kind:=learned",
             "-p",
             "node.camera_input:=topics",
+            "-p",
+            "node.frame_policy:=keep_all",
         ],
         tmp_path / "mapping.log",
         "mapping_node",
@@ -117,6 +120,8 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
         sent = FRAMES + len(unreadable)
         qos = QoSProfile(depth=sent, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
         publishers = {topic: probe.create_publisher(kind, topic, qos) for topic, kind in PLAIN_CAMERA_MESSAGES.items()}
+        tf = probe.create_publisher(TFMessage, "/tf", qos)
+        probe.create_publisher(TFMessage, "/tf_static", LATCHED).publish(static_tf_message(CONFIG.frames, 0))
         maps: list[InstanceMapMsg] = []
         probe.create_subscription(InstanceMapMsg, map_topic(1), maps.append, LATCHED)
         start = probe.create_client(MapVisit, "mapping/start_visit")
@@ -136,10 +141,13 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
             return future.result()
 
         assert call(start, MapVisit.Request(visit=1)).success
-        spin_until(lambda: all(p.get_subscription_count() > 0 for p in publishers.values()), "the four subscriptions")
+        readers = [*publishers.values(), tf]
+        spin_until(lambda: all(p.get_subscription_count() > 0 for p in readers), "the subscriptions")
         for stamp, observation, objects in [*frames[:5], *unreadable, *frames[5:]]:
-            messages = camera_messages(bundle_messages(observation, objects, stamp, CONFIG.frames))
+            frame = bundle_messages(observation, objects, stamp, CONFIG.frames)
+            messages = camera_messages(frame)
             assert messages[bundle.DEPTH_TOPIC].encoding == bundle.DEPTH_MM_ENCODING
+            tf.publish(frame.tf)
             for topic, publisher in publishers.items():
                 publisher.publish(messages[topic])
         done = call(finish, MapVisit.Request(visit=1, expected_frames=FRAMES, timeout_s=TIMEOUT_S))

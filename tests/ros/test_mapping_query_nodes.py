@@ -226,6 +226,7 @@ def graph(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                 [
                     "node.qos_depth:=1",
                     "node.qos_keep_all:=true",
+                    "node.frame_policy:=keep_all",
                     f"node.camera_input:={camera}",
                     "segmenter.kind:=simulator",
                 ],

@@ -101,7 +101,7 @@ def test_a_bundle_stamps_every_message_alike_and_carries_the_intrinsics():
     stamp = 700_000_000
     messages = bundle_messages(obs, WorldState.of([]), stamp, FRAMES)
     headers = [messages.rgb.header, messages.depth.header, messages.instances.header, messages.camera_info.header]
-    headers += [messages.camera_pose.header, messages.odom.header] + [t.header for t in messages.tf.transforms]
+    headers += [messages.odom.header] + [t.header for t in messages.tf.transforms]
     assert {stamp_of(h) for h in headers} == {stamp}
     assert messages.clock.clock.sec * 10**9 + messages.clock.clock.nanosec == stamp
     assert json.loads(messages.labels.data)["stamp_ns"] == stamp
@@ -112,7 +112,7 @@ def test_a_bundle_stamps_every_message_alike_and_carries_the_intrinsics():
     assert (p.x, p.y, p.z) == (1.0, -0.5, 0.0)
 
 
-def test_a_camera_bundle_holds_the_six_camera_messages_and_gives_them_back_by_topic():
+def test_a_camera_bundle_holds_the_five_camera_messages_and_gives_them_back_by_topic():
     obs = small_observation()
     stamp = 700_000_000
 
@@ -128,11 +128,10 @@ def test_a_camera_bundle_holds_the_six_camera_messages_and_gives_them_back_by_to
         t: m for t, m in camera.items() if t != bundle.INSTANCE_LABELS_TOPIC
     }
     # Every message must carry the bundle's (its colour image's) stamp; the one that does not is named.
-    for topic in (bundle.CAMERA_INFO_TOPIC, bundle.CAMERA_POSE_TOPIC, bundle.DEPTH_TOPIC, bundle.INSTANCES_TOPIC):
+    for topic in (bundle.CAMERA_INFO_TOPIC, bundle.DEPTH_TOPIC, bundle.INSTANCES_TOPIC):
         shifted = camera_bundle_msg(fresh())
         member = {
             bundle.CAMERA_INFO_TOPIC: shifted.camera_info,
-            bundle.CAMERA_POSE_TOPIC: shifted.pose,
             bundle.DEPTH_TOPIC: shifted.depth,
             bundle.INSTANCES_TOPIC: shifted.instances,
         }[topic]

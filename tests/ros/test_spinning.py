@@ -23,7 +23,7 @@ from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 
-from ovman_core.config import ConfigError, RosConfig, load_config
+from ovman_core.config import ConfigError, load_config
 
 
 class RacingExecutor:
@@ -136,7 +136,10 @@ def test_every_node_is_a_graph_node_that_follows_ros_qos_event_warnings(rclpy_co
         assert issubclass(kind, GraphNode), kind.__name__
     config = load_config()
     assert config.shared.ros.qos_event_warnings is True
-    quiet = dataclasses.replace(config, shared=dataclasses.replace(config.shared, ros=RosConfig(False)))
+    quiet = dataclasses.replace(
+        config,
+        shared=dataclasses.replace(config.shared, ros=dataclasses.replace(config.shared.ros, qos_event_warnings=False)),
+    )
     for chosen in (config, quiet):
         node = SimNode(chosen, context=rclpy_context)
         try:

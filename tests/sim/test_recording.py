@@ -233,15 +233,16 @@ def test_an_independent_mcap_ros2_decoder_reads_images_camera_info_and_transform
         assert {o["instance_id"]: tuple(o["position"]) for o in truth["objects"]}["Mug|3"] == frame.objects[
             "Mug|3"
         ].position
-        # /camera/pose back-projects a depth pixel onto the world point the simulator's camera sees.
-        pose = got[bundle.CAMERA_POSE_TOPIC][1]
-        assert pose.header.frame_id == FRAMES.map
+        # The tree map -> odom -> base_link -> camera_link -> optical frame, chained here by hand,
+        # back-projects a depth pixel onto the world point the simulator's camera sees.
         v, u = 5, 40
+        point = INTRINSICS.back_project(np.array([u]), np.array([v]), np.array([2.0]))[0]
+        (map_odom, link_optical), (odom_base, base_link) = static.transforms, tf.transforms
+        for edge in (link_optical, base_link, odom_base, map_odom):
+            o, t = edge.transform.rotation, edge.transform.translation
+            point = _quaternion_matrix(o.x, o.y, o.z, o.w) @ point + np.array([t.x, t.y, t.z])
+        world = ros_to_thor_points(point[None])[0]
         q = INTRINSICS.back_project(np.array([u]), np.array([v]), np.array([2.0]))[0]
-        o = pose.pose.orientation
-        rotation = _quaternion_matrix(o.x, o.y, o.z, o.w)
-        p = pose.pose.position
-        world = ros_to_thor_points((rotation @ q + np.array([p.x, p.y, p.z]))[None])[0]
         expected = np.asarray(obs.camera_position) + optical_axes_thor(obs.pose.yaw_deg, obs.pose.horizon_deg) @ q
         assert np.allclose(world, expected, atol=1e-9)
 

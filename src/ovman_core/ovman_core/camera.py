@@ -12,6 +12,9 @@ import math
 
 import numpy as np
 
+_ASPECTS = {"4:3": 4 / 3, "16:9": 16 / 9, "16:10": 16 / 10, "3:2": 3 / 2, "5:4": 5 / 4, "1:1": 1.0}
+"""Aspect ratios cameras are named by (:attr:`Intrinsics.aspect`)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Intrinsics:
@@ -41,6 +44,27 @@ class Intrinsics:
     @property
     def horizontal_fov_deg(self) -> float:
         return math.degrees(2.0 * math.atan((self.width / 2.0) / self.fx))
+
+    @property
+    def vertical_fov_deg(self) -> float:
+        return math.degrees(2.0 * math.atan((self.height / 2.0) / self.fy))
+
+    @property
+    def aspect(self) -> str:
+        """The image's aspect ratio as people name it: ``4:3``, ``16:9`` (848x480 too), ``16:10``, ...
+        within 1 %, else the reduced ratio of the sides."""
+        for name, ratio in _ASPECTS.items():
+            if abs(self.width / self.height / ratio - 1.0) <= 0.01:
+                return name
+        common = math.gcd(self.width, self.height)
+        return f"{self.width // common}:{self.height // common}"
+
+    def describe(self) -> str:
+        """One line for messages: size, aspect and the pinhole parameters (px)."""
+        return (
+            f"{self.width}x{self.height} ({self.aspect}), fx {self.fx:.6g}, fy {self.fy:.6g}, cx {self.cx:.6g}, "
+            f"cy {self.cy:.6g}"
+        )
 
     def pixel_rays(self) -> np.ndarray:
         """(H, W, 3) optical-frame directions with z = 1 for every pixel centre."""

@@ -477,7 +477,7 @@ class SimNodeConfig:
     """(s, wall clock): the longest wait, before play_tour's first frame, for the subscriptions its
     request names (PlayTour.srv topics) to be matched; then play_tour fails."""
     act_camera: bool
-    """True: render and publish the camera bundle (images, labels, camera_info, /camera/pose) after
+    """True: render and publish the camera bundle (images, labels, camera_info; the pose on /tf) after
     every Act and LoadVisit. False: clock, tf, odom and ground truth only, nothing rendered. The one
     parameter sim_node lets change at run time."""
     camera_output: str
@@ -667,6 +667,22 @@ class SegmenterConfig:
     batch, bit for bit (tests/mapping/test_segmenter.py), so mapping_node, which fuses each frame as
     it arrives, agrees with it; 8 frames took 2.3 ms a frame for the network on one thread against
     2.7 ms alone (benchmarks/bench_mapping.py)."""
+    min_view_share: Annotated[float, Range(0.0, 1.0, open_low=True)]
+    """The learned network reads a camera through its training camera's geometry
+    (ovman_mapping.camera_resampling): a frame is scaled to the model's focal length, then cropped
+    or padded (``padding``) to its image. A camera whose image covers less than this share of the model's input
+    area is refused (SegmenterError naming this key). A camera with at least the training camera's
+    field of view covers 1; a RealSense D435's colour stream (16:9, 42.5 degrees vertical) covers
+    0.20 of the 320x240, 90-degree training view, an Azure Kinect's (1280x720, 59 degrees) 0.43.
+    With edge padding the held-out top-1 accuracy (2 homes) is 0.92 at a share of 1, 0.82 at 0.15
+    and 0.72 at 0.10, precision and recall about 0.5 throughout, hence 0.15."""
+    padding: str
+    """How the learned network's view is filled beyond a camera's image (a camera narrower than the
+    training camera, or off-centre): ``edge`` (the nearest edge pixel's colour and depth, repeated) or
+    ``black`` (black colour, no depth). No camera pixel lies there, so nothing of it is mapped, but
+    the network, never trained on borders, sees it: on 2 held-out homes black padding of a 320x240
+    camera of 85 degrees (0.84 of the view) dropped precision from 0.54 to 0.19 (edge: 0.54), and of
+    a D435's view from 0.50 (edge) to 0.13, so edge is the default."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -678,6 +694,26 @@ class MappingNodeParams:
     """``topics``: synchronise the six standard /camera/... topics by stamp (a robot's camera);
     ``bundle``: one ovman_interfaces/CameraBundle per frame on /camera/bundle (sim_node's
     ``node.camera_output`` bundle or both)."""
+    map_frame: str
+    """The fixed frame the camera's pose is looked up in on the frame tree (/tf, /tf_static), and the
+    frame of the published maps (REP 105 ``map``)."""
+    optical_frame: str
+    """The camera frame whose pose is looked up at each image's stamp; "" takes the colour image's
+    header.frame_id (a driver's ``camera_color_optical_frame``)."""
+    tf_timeout_s: Positive
+    """(s, steady clock): how long a frame waits for the transform of its stamp (a robot's TF often
+    arrives after its images); then it is dropped and counted with the reason, never fused with another
+    stamp's pose. Extrapolation into the future is never done."""
+    tf_max_pending: Count
+    """The most frames waiting for their camera pose; beyond it the oldest is dropped and counted."""
+    frame_policy: str
+    """What happens to frames that arrive while one is fused (ovman_mapping.frame_queue): ``keep_newest``
+    (a robot's camera: at most one frame waits, a newer one replaces it and the replaced one is counted
+    as skipped, so the map follows the camera) or ``keep_all`` (every frame is fused, in order: a
+    recorded tour, the benchmark graph, which sets it). Counts go to /diagnostics and finish_visit."""
+    max_rate_hz: NonNegative
+    """(Hz): frames stamped less than 1/this after the last frame let through are skipped and counted,
+    by image stamp (the same tour gives the same map on any machine); 0: no limit."""
     qos_depth: Count
     """The history depth of the camera subscriptions (reliable): frames that may queue while one is
     fused; beyond it the oldest is overwritten."""
@@ -688,13 +724,13 @@ class MappingNodeParams:
     """The most stamps with an incomplete set of topics the exact-stamp synchroniser holds; beyond it
     the oldest is dropped."""
     start_visit: Annotated[int, Range(0, 2)]
-    """The visit (1 or 2) opened at start-up; 0: none until the ~/start_visit service."""
+    """The visit (1 or 2) opened at start-up; 0: none until the mapping/start_visit service."""
     finish_timeout_s: Positive
-    """(s): how long ~/finish_visit waits for the expected frames when its request gives no timeout."""
+    """(s): how long mapping/finish_visit waits for the expected frames when its request gives no timeout."""
     step_dt: Positive
-    """(s): with a label-blind segmenter on the topics (plain RGB-D: rgb, depth, camera_info, pose),
-    a frame's world step is its stamp divided by this; the simulator's labels table, which gives the
-    step, is not read. Keep it equal to sim_node's ``node.step_dt``."""
+    """(s): a frame's step (the order the mapper counts frames in) is its stamp divided by this; the
+    simulator's labels table, which gives the world step, is not read. Keep it equal to sim_node's
+    ``node.step_dt``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1088,6 +1124,14 @@ class RosConfig:
     """True: every publisher and subscription of a node gets an event handler that warns when an
     endpoint of its topic has incompatible QoS (ovman_ros.spinning), so a silent mismatch shows in
     the log. False: no handlers, which saves some CPU on every executor wake-up."""
+    tf_backend: str
+    """Where a node looks the frame tree up (ovman_ros.tf_listener): ``tf2_ros`` (tf2's Buffer and
+    TransformListener, on a ROS 2 workstation), ``pytransform3d`` (ovman_ros.tf_buffer fed from /tf
+    and /tf_static, the pip route, where tf2_ros is not installable), or ``auto``: tf2_ros where it
+    imports, else pytransform3d. Both interpolate, chain and refuse as tf2 does."""
+    tf_cache_s: Positive
+    """(s): how much history of each moving transform a node keeps (tf2's cache time, 10 s by
+    default); a frame older than the newest transform by more is refused as extrapolation into the past."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,23 @@ class FrameFormatError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class CellLattice:
+    """Where back-projection samples segments that come in cells off the image's pixel grid (a
+    camera read through a model's geometry, :mod:`ovman_mapping.camera_resampling`): one camera row
+    per cell row the camera sees and one column per cell column, near each cell's centre.
+
+    - ``rows`` (n,), ``columns`` (m,): int64, ascending, the sampled camera rows and columns.
+    - ``row_spans`` (n, 2), ``column_spans`` (m, 2): int64, each cell's first and last camera row or
+      column (inclusive); the ids are constant on each cell's span.
+    """
+
+    rows: np.ndarray
+    columns: np.ndarray
+    row_spans: np.ndarray
+    column_spans: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
 class SegmentObservation:
     """One segment of one frame, back-projected into the world.
 
@@ -158,6 +175,7 @@ def segment_frame(
     frame_index: int = 0,
     step: int = 0,
     cell: int = 1,
+    lattice: CellLattice | None = None,
 ) -> list[SegmentObservation]:
     """Every usable segment of one frame, back-projected (see the module docstring).
 
@@ -166,7 +184,9 @@ def segment_frame(
     positive, at most ``params.max_depth``). The lattice has stride ``params.pixel_stride`` from
     pixel (0, 0); when ``segments`` come in ``cell`` × ``cell`` blocks of one id
     (:attr:`ovman_mapping.segmenter.Segmentation.cell`) larger than that stride, it holds one pixel
-    a block, the block's centre pixel (``cell // 2`` down and right). Segments are returned
+    a block, the block's centre pixel (``cell // 2`` down and right); with a ``lattice``
+    (:attr:`ovman_mapping.segmenter.Segmentation.lattice`) it is the lattice's pixels, one a cell, and
+    a segment's pixels are its cells' spans. Segments are returned
     in raster order of their first sampled pixel (never in id order); ``labels`` maps segment id →
     category label (a segment without a label gets the empty string).
     """
@@ -182,7 +202,15 @@ def segment_frame(
     if depth.shape != (height, width):
         raise FrameFormatError(f"frame {frame_index}: depth has shape {depth.shape}, expected {(height, width)}")
     segments = np.asarray(segments)
-    if cell > 1 and height % cell == 0 and width % cell == 0:  # one pixel a block tells its segment
+    if lattice is not None:  # one pixel a cell tells its segment; its span, how many pixels
+        sub_seg = segments[np.ix_(lattice.rows, lattice.columns)].astype(np.int64)
+        row_extent, column_extent = (
+            np.diff(spans, axis=1)[:, 0] + 1 for spans in (lattice.row_spans, lattice.column_spans)
+        )
+        counts = np.bincount(sub_seg.ravel(), weights=np.outer(row_extent, column_extent).ravel())
+        present = np.flatnonzero(counts[1:]) + 1
+        pixel_counts = np.rint(counts[present]).astype(np.int64)
+    elif cell > 1 and height % cell == 0 and width % cell == 0:  # one pixel a block tells its segment
         present, pixel_counts = _segment_sizes(segments[::cell, ::cell].astype(np.int64))
         pixel_counts = pixel_counts * (cell * cell)
     else:
@@ -190,8 +218,11 @@ def segment_frame(
     if present.size == 0:
         return []
     stride, offset = (cell, cell // 2) if cell > params.pixel_stride else (params.pixel_stride, 0)
-    sub_seg = segments[offset::stride, offset::stride].astype(np.int64)
-    sub_depth = np.asarray(depth)[offset::stride, offset::stride].astype(float)
+    if lattice is not None:
+        sub_depth = np.asarray(depth)[np.ix_(lattice.rows, lattice.columns)].astype(float)
+    else:
+        sub_seg = segments[offset::stride, offset::stride].astype(np.int64)
+        sub_depth = np.asarray(depth)[offset::stride, offset::stride].astype(float)
     # Index of each sampled pixel's segment in ``present`` (background and unknown ids: none).
     slot = np.searchsorted(present, sub_seg)
     slot_ok = (sub_seg > 0) & (slot < len(present))
@@ -205,7 +236,13 @@ def segment_frame(
     if params.segment_depth_gap > 0.0:
         keep = nearest_largest_depth_parts(sub_seg[rows, cols], sub_depth[rows, cols], params.segment_depth_gap)
         rows, cols = rows[keep], cols[keep]
-    v, u = rows * stride + offset, cols * stride + offset
+    if lattice is not None:
+        v, u = lattice.rows[rows], lattice.columns[cols]
+        v0, v1 = lattice.row_spans[rows, 0], lattice.row_spans[rows, 1] + 1
+        u0, u1 = lattice.column_spans[cols, 0], lattice.column_spans[cols, 1] + 1
+    else:
+        v, u = rows * stride + offset, cols * stride + offset
+        v0, v1, u0, u1 = v - offset, v - offset + stride, u - offset, u - offset + stride
     world = camera_points(
         intrinsics, camera_position, yaw_deg, horizon_deg, u.astype(float), v.astype(float), sub_depth[rows, cols]
     )
@@ -214,13 +251,14 @@ def segment_frame(
     # Sort by segment, then voxel: segments and their voxels become contiguous runs.
     order = np.lexsort((codes, ids))
     ids, codes, world, v, u = ids[order], codes[order], world[order], v[order], u[order]
+    v0, v1, u0, u1 = v0[order], v1[order], u0[order], u1[order]
     segment_starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     segment_ends = np.r_[segment_starts[1:], len(ids)]
     voxel_starts = np.flatnonzero(np.r_[True, (ids[1:] != ids[:-1]) | (codes[1:] != codes[:-1])])
     voxel_points = np.add.reduceat(world, voxel_starts, axis=0) / np.diff(np.r_[voxel_starts, len(ids)])[:, None]
     voxel_bounds = np.searchsorted(voxel_starts, np.r_[segment_starts, len(ids)])
-    row0, row1 = np.minimum.reduceat(v, segment_starts), np.maximum.reduceat(v, segment_starts)
-    col0, col1 = np.minimum.reduceat(u, segment_starts), np.maximum.reduceat(u, segment_starts)
+    row0, row1 = np.minimum.reduceat(v0, segment_starts), np.maximum.reduceat(v1, segment_starts)
+    col0, col1 = np.minimum.reduceat(u0, segment_starts), np.maximum.reduceat(u1, segment_starts)
     colours = _segment_histograms(
         rgb[v, u],
         np.repeat(np.arange(len(segment_starts)), segment_ends - segment_starts),
@@ -246,12 +284,7 @@ def segment_frame(
                 label=str(labels.get(segment_id, "")),
                 points=points,
                 pixel_count=int(counts_of[segment_id]),
-                crop=(
-                    int(row0[k] - offset),
-                    int(col0[k] - offset),
-                    int(min(row1[k] - offset + stride, height)),
-                    int(min(col1[k] - offset + stride, width)),
-                ),
+                crop=(int(row0[k]), int(col0[k]), int(min(row1[k], height)), int(min(col1[k], width))),
                 colour=colours[k],
             )
         )

@@ -87,4 +87,4 @@ class ClipSegmenter:
             total = float(row[kept].sum())
             labels = {self.vocabulary[i]: float(row[i] / total) for i in kept}
             segments.append(Segment(labels, float(row.max()), np.asarray(feature, dtype=float)))
-        return Segmentation(proposals.ids, tuple(segments), proposals.cell)
+        return Segmentation(proposals.ids, tuple(segments), proposals.cell, proposals.lattice)

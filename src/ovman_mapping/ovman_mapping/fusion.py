@@ -296,6 +296,7 @@ class MapBuilder:
             frame_index=index,
             step=frame.step,
             cell=segmentation.cell,
+            lattice=segmentation.lattice,
         )
         touched = self._assign(segments) if segments else []
         positions = Positions(self._uids, (self._rows.lo + self._rows.hi) / 2.0)

@@ -3,9 +3,10 @@
 Label-blind by construction: it reads an observation's ``rgb``, ``depth`` and ``intrinsics`` and
 nothing else. A model is a directory with ``segmenter.safetensors`` (weights; loading executes no
 code) and ``segmenter.json`` (its manifest, with the weights' SHA-256); loading checks all of it and
-names the file and ``mapping_node.segmenter.model`` when anything does not fit. It reads frames of
-its training size and whole multiples of it (640x480 for a 320x240 model) and refuses any other.
-A frame's segments are the same alone and in a batch, bit for bit.
+names the file and ``mapping_node.segmenter.model`` when anything does not fit. It reads any pinhole
+camera: a frame is resampled to the training camera's geometry (``intrinsics`` in the manifest;
+:mod:`ovman_mapping.camera_resampling`), a whole multiple of it read at its own resolution. A frame's
+segments are the same alone and in a batch, bit for bit.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ovman_core.camera import Intrinsics
 from ovman_core.config import SegmenterConfig
+from ovman_mapping.camera_resampling import CameraResampling, camera_resampling, is_whole_multiple, view_share
 from ovman_mapping.cell_fragments import cell_classes, cell_fragments, compile_cell_kernels
 from ovman_mapping.segmenter import Segment, Segmentation, SegmenterError, check_frame
 
@@ -33,6 +37,9 @@ MANIFEST_FILE = "segmenter.json"
 PACKAGED_MODEL = Path(__file__).with_name("models") / "segmenter"
 """The default model, trained by ``ovman train-perception`` and shipped with the package."""
 CONFIG_KEY = "mapping_node.segmenter.model"
+VIEW_SHARE_KEY = "mapping_node.segmenter.min_view_share"
+INTRINSICS_FIELDS = ("fx", "fy", "cx", "cy")
+"""The manifest's ``intrinsics``: the training camera's pinhole intrinsics (px) at ``image_size``."""
 
 
 def model_directory(config: SegmenterConfig) -> Path:
@@ -68,7 +75,33 @@ def read_manifest(directory: Path) -> dict[str, Any]:
             raise SegmenterError(f"{where}: field {field!r} is missing or malformed: {manifest.get(field)!r}")
     if len(set(manifest["vocabulary"])) != len(manifest["vocabulary"]):
         raise SegmenterError(f"{where}: field 'vocabulary' repeats a label")
+    if "intrinsics" not in manifest:  # models written before the field was recorded
+        raise SegmenterError(
+            f"{where}: field 'intrinsics' is missing: the training camera's pinhole intrinsics in pixels at "
+            f"image_size, {{{', '.join(repr(f) + ': ...' for f in INTRINSICS_FIELDS)}}}; add those of the camera "
+            "the model was trained with (sim_node.camera: a 320x240 camera of 90 degrees vertical field of view has "
+            "fx = fy = 120, cx = 159.5, cy = 119.5) or retrain with `ovman train-perception`"
+        )
+    camera = manifest["intrinsics"]
+    if not (
+        isinstance(camera, dict)
+        and set(camera) == set(INTRINSICS_FIELDS)
+        and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in camera.values())
+        and camera["fx"] > 0
+        and camera["fy"] > 0
+    ):
+        raise SegmenterError(
+            f"{where}: field 'intrinsics' is malformed: {camera!r} (expected finite {', '.join(INTRINSICS_FIELDS)} "
+            "in pixels, focal lengths > 0)"
+        )
     return manifest
+
+
+def model_intrinsics(manifest: dict[str, Any]) -> Intrinsics:
+    """The training camera of a checked manifest (:func:`read_manifest`): its image size and intrinsics."""
+    width, height = manifest["image_size"]
+    camera = manifest["intrinsics"]
+    return Intrinsics(width, height, *(float(camera[f]) for f in INTRINSICS_FIELDS))
 
 
 def weights_digest(path: Path) -> str:
@@ -82,10 +115,13 @@ def weights_digest(path: Path) -> str:
 class LearnedSegmenter:
     """The learned segmenter (label-blind). The network runs in float32, or in bfloat16 under
     ``torch.autocast`` with ``segmenter.precision: bfloat16``. Segment masks do not depend on
-    ``segmenter.threads``; label shares and confidences only to float rounding. The field of view is
-    not checked: a camera much narrower or wider than the training camera's shows objects at other
-    apparent sizes than the network learned. ``vocabulary``: when given, the labels the caller grounds
-    against; a model trained for another vocabulary is refused."""
+    ``segmenter.threads``; label shares and confidences only to float rounding. Any pinhole camera is
+    read: its frame is resampled to the training camera's focal lengths, principal point and size
+    (objects keep the apparent size the network learned), and the network's cells are mapped back onto
+    the camera's own pixels; a camera that splits each training pixel into k x k pixels is read at its
+    own resolution instead (the same segments, bit for bit, in cells k times larger). A camera covering
+    less than ``segmenter.min_view_share`` of the model's input is refused. ``vocabulary``: when given,
+    the labels the caller grounds against; a model trained for another vocabulary is refused."""
 
     kind = "learned"
     reads_simulator_segments = False
@@ -112,6 +148,8 @@ class LearnedSegmenter:
             )
         self.input_stride = int(self.manifest["input_stride"])
         self.image_size = tuple(self.manifest["image_size"])  # (width, height)
+        self.intrinsics = model_intrinsics(self.manifest)
+        """The training camera: the model's input geometry."""
         self._weights = weights
 
     @property
@@ -140,8 +178,15 @@ class LearnedSegmenter:
         segnet.network_input(np.zeros((s, s, 3), np.uint8), np.zeros((s, s), np.float32), s)
         compile_cell_kernels()
 
-    def _forward(self, frames: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> np.ndarray:
-        """The (B, K + 2, h, w) output of the (rgb, depth, scale) ``frames`` (see :meth:`_checked`),
+    @property
+    def cell(self) -> int:
+        """Model pixels per output cell (``segnet.output_stride``)."""
+        from ovman_mapping import segnet
+
+        return segnet.output_stride(self.input_stride, int(self.manifest["decoder_stages"]))
+
+    def _forward(self, frames: Sequence[_ModelInput]) -> np.ndarray:
+        """The (B, K + 2, h, w) output of the ``frames`` (see :meth:`_checked`),
         a view of the network's channels-last memory (the classes of one cell are adjacent). A
         frame's output does not depend on the others (tests/mapping/test_segmenter.py)."""
         import torch
@@ -152,8 +197,8 @@ class LearnedSegmenter:
         x = np.empty(
             (len(frames), height // self.input_stride, width // self.input_stride, segnet.IN_CHANNELS), np.float32
         )
-        for row, (rgb, depth, k) in enumerate(frames):
-            segnet.network_input(rgb, depth, self.input_stride * k, out=x[row])
+        for row, frame in enumerate(frames):
+            segnet.network_input(frame.rgb, frame.depth, self.input_stride * frame.scale, out=x[row])
         network = self._network
         if torch.get_num_threads() != self.config.threads:  # another library set its own: ours, always
             torch.set_num_threads(self.config.threads)
@@ -171,35 +216,72 @@ class LearnedSegmenter:
         """Each frame's segments, the same as :meth:`segment` gives it, with one network pass for
         all the frames that have something to see."""
         frames = [self._checked(o) for o in observations]
-        seen = [k for k, (rgb, depth, _) in enumerate(frames) if rgb.any() and np.any(np.isfinite(depth) & (depth > 0))]
-        out = [Segmentation.empty(depth.shape) for _, depth, _ in frames]  # black, depthless or empty: nothing to see
+        seen = [k for k, f in enumerate(frames) if f.rgb.any() and np.any(np.isfinite(f.depth) & (f.depth > 0))]
+        out = [Segmentation.empty(f.camera_shape) for f in frames]  # black, depthless or empty: nothing to see
         if seen:
             logits = self._forward([frames[k] for k in seen])
             for row, k in enumerate(seen):
-                out[k] = segments_from_logits(logits[row], self.vocabulary, self.config, frames[k][1].shape)
+                frame = frames[k]
+                if frame.resampling is None:
+                    out[k] = segments_from_logits(logits[row], self.vocabulary, self.config, frame.camera_shape)
+                else:
+                    out[k] = _on_camera(
+                        segments_from_logits(logits[row], self.vocabulary, self.config, logits.shape[2:]),
+                        frame.resampling,
+                    )
         return out
 
-    def _checked(self, observation: Observation) -> tuple[np.ndarray, np.ndarray, int]:
-        """(rgb, depth, scale) of ``observation``, ``scale`` the camera's size over the model's: a
-        camera k times the model's image size in both directions (a robot's 640x480 for a 320x240
-        model) is read at the model's resolution, its input blocks k times larger, and its segments
-        come in cells k times larger. ValueError for a malformed frame, SegmenterError for a size
-        that is not such a multiple or whose input blocks would exceed ``segnet.MAX_INPUT_STRIDE``."""
+    def _checked(self, observation: Observation) -> _ModelInput:
+        """What the network reads of ``observation``. A camera k times the model's image size in both
+        directions with the same rays (a robot's 640x480 for a 320x240 model,
+        :func:`camera_resampling.is_whole_multiple`) is read at its own resolution, its input blocks k
+        times larger, and its segments come in cells k times larger; any other camera is resampled to
+        the model's geometry (:func:`camera_resampling.camera_resampling`). ValueError for a malformed
+        frame (images that do not fit the intrinsics, a focal length not finite or <= 0),
+        SegmenterError for a camera covering less than ``segmenter.min_view_share`` of the model's view."""
         from ovman_mapping.segnet import MAX_INPUT_STRIDE
 
-        rgb, depth, intrinsics = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics
-        check_frame(rgb, depth, intrinsics)
-        width, height = self.image_size
-        scale = intrinsics.width // width
-        fits = scale >= 1 and self.input_stride * scale <= MAX_INPUT_STRIDE
-        if not fits or (intrinsics.width, intrinsics.height) != (scale * width, scale * height):
+        rgb, depth, camera = np.asarray(observation.rgb), np.asarray(observation.depth), observation.intrinsics
+        check_frame(rgb, depth, camera)
+        model = self.intrinsics
+        scale = camera.width // model.width
+        if self.input_stride * scale <= MAX_INPUT_STRIDE and is_whole_multiple(camera, model, scale):
+            return _ModelInput(rgb, depth, scale, None, depth.shape)
+        share = view_share(camera, model)
+        if share < self.config.min_view_share:
             raise SegmenterError(
-                f"{self.directory / MANIFEST_FILE} (config {CONFIG_KEY}): the model was trained on {width}x{height} "
-                f"frames, the camera gives {intrinsics.width}x{intrinsics.height} (it reads whole multiples of that "
-                f"size up to {MAX_INPUT_STRIDE // self.input_stride} times, e.g. {2 * width}x{2 * height}, at its own "
-                "resolution)"
+                f"{self.directory / MANIFEST_FILE} (config {VIEW_SHARE_KEY} = {self.config.min_view_share}): the "
+                f"camera ({camera.describe()}) covers {share:.1%} of the model's view ({model.describe()}, "
+                f"{model.horizontal_fov_deg:.0f}x{model.vertical_fov_deg:.0f} degrees); the network would see "
+                "mostly padding"
             )
-        return rgb, depth, scale
+        resampling = camera_resampling(camera, model, self.cell, self.config.padding)
+        model_rgb, model_depth = resampling.to_model(rgb, depth)
+        return _ModelInput(model_rgb, model_depth, 1, resampling, depth.shape)
+
+
+class _ModelInput(NamedTuple):
+    """One frame as the network reads it: ``rgb`` and ``depth`` at the model's geometry, or at the
+    camera's own when ``resampling`` is None (the camera a whole ``scale`` times the model's);
+    ``camera_shape`` (H, W), the camera's image."""
+
+    rgb: np.ndarray
+    depth: np.ndarray
+    scale: int
+    resampling: CameraResampling | None
+    camera_shape: tuple[int, int]
+
+
+def _on_camera(cells: Segmentation, resampling: CameraResampling) -> Segmentation:
+    """The segments of ``cells`` (one id a model cell) on the camera's pixels; a segment that no
+    camera pixel sees (it lies in the padding only) is dropped, the others renumbered in order."""
+    visible = np.zeros(len(cells.segments) + 1, dtype=bool)
+    visible[resampling.visible_cells(cells.ids).ravel()] = True
+    visible[0] = False
+    renumber = np.zeros(len(cells.segments) + 1, dtype=np.int32)
+    renumber[visible] = np.arange(1, int(visible.sum()) + 1, dtype=np.int32)
+    segments = tuple(s for s, keep in zip(cells.segments, visible[1:], strict=True) if keep)
+    return Segmentation(resampling.to_camera(renumber[cells.ids]), segments, lattice=resampling.lattice)
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,7 +1,8 @@
 """ROS messages of ovman_mapping, built from core values and back; never imports rclpy.
 
 The only module of the package that imports message packages, so every conversion is unit-testable
-without a graph: camera bundle (six topics or one ``ovman_interfaces/CameraBundle``) → Observation;
+without a graph: camera bundle (five topics or one ``ovman_interfaces/CameraBundle``, the pose looked
+up on ``/tf``) → Observation;
 core InstanceMap ⇄ ``ovman_interfaces/InstanceMap``; InstanceMap → MarkerArray for RViz. Frames: the
 core's AI2-THOR world (metres, y up, left-handed) ⇄ REP 103 ``map``, every point through
 :mod:`ovman_core.frames`. Wire ids: an instance's ``id`` is its index in the core map (0..N-1); a
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Point, PoseStamped
+from geometry_msgs.msg import Point
 from ovman_ros.messages import MessageError, camera_bundle_items, depth_array, image_array, stamp_of, time_msg
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import ColorRGBA, Header
@@ -55,23 +56,23 @@ class MapMessageError(ValueError):
 # ---- the camera bundle -------------------------------------------------------------------------
 
 
-def camera_from_pose(pose: PoseStamped, map_frame: str) -> tuple[Vec3, float, float]:
+def camera_from_transform(pose: bundle.Transform, map_frame: str) -> tuple[Vec3, float, float]:
     """``(camera centre (AI2-THOR world, m), yaw_deg, horizon_deg)`` of the optical frame's pose
-    in ``map`` (REP 103, as on :data:`ovman_ros.bundle.CAMERA_POSE_TOPIC`).
+    in ``map`` (REP 103; a lookup of the image's frame in ``map_frame`` on the frame tree).
 
     Inverts :func:`ovman_ros.bundle.optical_pose`: the optical rotation is ``camera_link`` times
     the fixed optical rotation, and ``camera_link`` is yaw about z then pitch about y (down positive).
     """
-    if pose.header.frame_id != map_frame:
-        raise MapMessageError(f"camera pose is in frame '{pose.header.frame_id}'; expected '{map_frame}'")
-    p, q = pose.pose.position, pose.pose.orientation
-    values = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
-    if not all(math.isfinite(v) for v in values) or q.x == q.y == q.z == q.w == 0.0:
+    if pose.parent != map_frame:
+        raise MapMessageError(f"camera pose is in frame '{pose.parent}'; expected '{map_frame}'")
+    (x, y, z), q = pose.translation, pose.rotation
+    values = (x, y, z, *q)
+    if not all(math.isfinite(v) for v in values) or not any(q):
         raise MapMessageError(f"camera pose has a non-finite position or an invalid quaternion: {values}")
-    yaw_deg, horizon_deg, roll = camera_angles((q.x, q.y, q.z, q.w))
+    yaw_deg, horizon_deg, roll = camera_angles(q)
     if abs(roll) > MAX_CAMERA_ROLL_RAD:
         raise MapMessageError(f"camera pose is rolled by {math.degrees(roll):.4f} deg; mapping needs a level camera")
-    return ros_to_thor_point((p.x, p.y, p.z)), yaw_deg, horizon_deg
+    return ros_to_thor_point((x, y, z)), yaw_deg, horizon_deg
 
 
 def observation_from_bundle(
@@ -80,11 +81,12 @@ def observation_from_bundle(
     instances: Image,
     labels: bundle.LabelTable,
     camera_info: CameraInfo,
-    camera_pose: PoseStamped,
+    camera_pose: bundle.Transform,
     map_frame: str,
     step_ns: int,
 ) -> Observation:
-    """The Observation of one synchronised bundle (see :mod:`ovman_ros.bundle` for the topics):
+    """The Observation of one synchronised bundle (see :mod:`ovman_ros.bundle` for the topics) whose
+    optical frame is at ``camera_pose`` in ``map_frame``:
     :func:`observation_from_camera` at :func:`ovman_ros.bundle.frame_step` of its stamp, with the simulator's
     segments and labels; ``segment_instances`` is empty: ground-truth ids never reach the mapping.
     """
@@ -103,13 +105,13 @@ def observation_from_camera(
     rgb: Image,
     depth: Image,
     camera_info: CameraInfo,
-    camera_pose: PoseStamped,
+    camera_pose: bundle.Transform,
     map_frame: str,
     step: int,
     where: str = "",
 ) -> Observation:
     """The Observation of a plain RGB-D frame (what a robot's camera gives: colour, depth in 32FC1
-    metres or 16UC1 millimetres, camera_info and the optical frame's pose in ``map_frame``) at
+    metres or 16UC1 millimetres, camera_info, and the optical frame's pose in ``map_frame`` from TF) at
     world step ``step``; no segments (a label-blind segmenter makes its own)."""
     where = where or f"camera frame at {stamp_of(rgb.header)} ns"
     try:
@@ -120,7 +122,7 @@ def observation_from_camera(
     size = (intrinsics.height, intrinsics.width)
     _check_image(where, "rgb", rgb, (bundle.RGB_ENCODING,), size)
     _check_image(where, "depth", depth, bundle.DEPTH_ENCODINGS, size)
-    position, yaw_deg, horizon_deg = camera_from_pose(camera_pose, map_frame)
+    position, yaw_deg, horizon_deg = camera_from_transform(camera_pose, map_frame)
     return bundle.camera_frame(colour, planar_depth, intrinsics, position, yaw_deg, horizon_deg, step)
 
 
@@ -135,31 +137,33 @@ def _check_image(where: str, name: str, image: Image, encodings: tuple[str, ...]
 # ---- instance maps -----------------------------------------------------------------------------
 
 
-def observation_from_topics(items: Mapping[str, Any], map_frame: str, step_ns: int) -> Observation:
+def observation_from_topics(
+    items: Mapping[str, Any], camera_pose: bundle.Transform, map_frame: str, step_ns: int
+) -> Observation:
     """:func:`observation_from_bundle` of a bundle keyed by topic (a synchroniser's complete
-    items: the three images, the parsed labels table, camera_info and the camera pose)."""
+    items: the three images, the parsed labels table and camera_info) with its camera's pose."""
     return observation_from_bundle(
         items[bundle.RGB_TOPIC],
         items[bundle.DEPTH_TOPIC],
         items[bundle.INSTANCES_TOPIC],
         items[bundle.INSTANCE_LABELS_TOPIC],
         items[bundle.CAMERA_INFO_TOPIC],
-        items[bundle.CAMERA_POSE_TOPIC],
+        camera_pose,
         map_frame,
         step_ns,
     )
 
 
-def observation_from_camera_bundle(message: Any, map_frame: str, step_ns: int) -> tuple[int, Observation]:
-    """The stamp (ns) and :func:`observation_from_bundle` of one ovman_interfaces/CameraBundle
-    (the six messages that :func:`observation_from_topics` takes from a synchroniser, in one
-    message: rclpy's, or as :func:`ovman_ros.bundle_cdr.decode` reads it); MapMessageError when its
-    messages' stamps differ or a table or image is malformed."""
+def camera_bundle_frame(message: Any) -> tuple[int, str, dict[str, Any]]:
+    """The stamp (ns), optical frame id (the colour image's) and items keyed by topic of one
+    ovman_interfaces/CameraBundle (the five messages that :func:`observation_from_topics` takes
+    from a synchroniser, in one message: rclpy's, or as :func:`ovman_ros.bundle_cdr.decode` reads
+    it); MapMessageError when its messages' stamps differ or its table is malformed."""
     try:
         stamp, items = camera_bundle_items(message)
     except MessageError as err:
         raise MapMessageError(str(err)) from None
-    return stamp, observation_from_topics(items, map_frame, step_ns)
+    return stamp, message.rgb.header.frame_id, items
 
 
 def _point(p: Vec3) -> Point:

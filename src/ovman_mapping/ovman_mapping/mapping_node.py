@@ -1,26 +1,32 @@
 """mapping_node: the per-visit 3D instance map on the ROS 2 graph.
 
-A thin node around :class:`ovman_mapping.visit_mapper.VisitMapper`: it converts each camera bundle
-(six topics synchronised by exact stamp, or one ``camera/bundle``, by ``node.camera_input``) to an
-Observation, fuses it into the open visit, and on ``mapping/finish_visit`` publishes the visit's map,
-latched, on ``ovman/map/visit<n>`` (``map`` frame, REP 103) with its markers. Ground truth is never
-subscribed to, and a frame's step is its stamp divided by ``node.step_dt``: the simulator's world
-step never reaches the mapping. Every order of service calls gets a reply; a bad frame is dropped
-with a warning and counted. Parameters: ``node_parameters(config, "mapping_node")``, read at start-up.
+A thin node around :class:`ovman_mapping.visit_mapper.VisitMapper`: each camera frame (topics
+synchronised by exact stamp, or one ``camera/bundle``, by ``node.camera_input``) waits for its optical
+frame's pose in ``node.map_frame`` on the frame tree at its stamp (:class:`ovman_ros.pose_gate.PoseGate`),
+becomes an Observation and is fused; ``mapping/finish_visit`` publishes the visit's map, latched, on
+``ovman/map/visit<n>`` with its markers. Ground truth is never read; a frame's step is its stamp over
+``node.step_dt``. Every order of service calls gets a reply; a bad frame, or one without a pose in
+time, is dropped with a warning and counted. Parameters: ``node_parameters(config, "mapping_node")``.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from ovman_ros.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
+from ovman_ros.pose_gate import Dropped, PoseGate
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
+from ovman_ros.tf_listener import transform_source
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.task import Future
+from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config
@@ -31,15 +37,16 @@ from ovman_interfaces.srv import MapVisit
 from ovman_mapping.backprojection import FrameFormatError
 from ovman_mapping.bundle_sync import StampSynchronizer
 from ovman_mapping.encoders import FeatureEncoder, make_encoder
+from ovman_mapping.frame_queue import FrameQueue
 from ovman_mapping.instances import map_problem
 from ovman_mapping.map_messages import (
     MapMessageError,
     MapNames,
+    camera_bundle_frame,
     check_marker_style,
     instance_map_msg,
     map_markers,
     observation_from_camera,
-    observation_from_camera_bundle,
     observation_from_topics,
 )
 from ovman_mapping.segmenter import SegmenterError, make_segmenter
@@ -47,6 +54,12 @@ from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_ros import bundle, bundle_cdr, names, qos
 
 NODE_NAME = "mapping_node"
+STATUS_PERIOD_S = 1.0
+"""(s, steady clock): how often the fusion status goes to /diagnostics."""
+STATUS_WINDOW = 300
+"""Fused frames whose latency the status's percentiles are taken over."""
+DRAIN_POLL_S = 0.02
+"""(s): how often a finish_visit without a frame count looks whether the frames in flight are fused."""
 
 
 def map_topic(visit: int) -> str:
@@ -73,6 +86,8 @@ class MappingNode(GraphNode):
             raise ConfigError(f"config mapping_node node.start_visit must be 0, 1 or 2, got {settings.start_visit}")
         if not settings.step_dt > 0.0:
             raise ConfigError(f"config mapping_node node.step_dt must be positive seconds, got {settings.step_dt}")
+        if not settings.map_frame:
+            raise ConfigError("config mapping_node node.map_frame must be a frame id, got an empty string")
         if not settings.finish_timeout_s > 0.0:
             raise ConfigError(
                 f"config mapping_node node.finish_timeout_s must be positive seconds, got {settings.finish_timeout_s}"
@@ -97,6 +112,42 @@ class MappingNode(GraphNode):
         self.topics = PLAIN_CAMERA_MESSAGES if self.plain else CAMERA_MESSAGES
         self._step_ns = round(settings.step_dt * 1e9)
         self.sync: StampSynchronizer[Any] = StampSynchronizer(self.topics, settings.sync_max_pending)
+        try:
+            self.tf, tf_backend = transform_source(
+                self,
+                self.config.shared.ros.tf_backend,
+                self.config.shared.ros.tf_cache_s,
+                self._release,
+                keep_all=settings.qos_keep_all,
+            )
+        except ValueError as err:
+            raise ConfigError(f"config /** ros.tf_backend: {err}") from None
+        self.poses: PoseGate[dict[str, Any]] = PoseGate(
+            self.tf, settings.map_frame, settings.tf_timeout_s, settings.tf_max_pending
+        )
+        # Frames waiting for their pose are given up on the steady clock, whatever /clock does.
+        self.create_timer(
+            min(0.05, settings.tf_timeout_s / 4), self._release, clock=Clock(clock_type=ClockType.STEADY_TIME)
+        )
+        try:
+            self.queue: FrameQueue[tuple[dict[str, Any], bundle.Transform]] = FrameQueue(
+                settings.frame_policy, settings.max_rate_hz
+            )
+        except ValueError as err:
+            raise ConfigError(f"config mapping_node node: {err}") from None
+        # Frames are received (decoded, synchronised, given their pose) by the default group and fused by
+        # this one, so that on two executor threads a frame arriving while another is fused is queued by
+        # node.frame_policy instead of waiting in DDS; the lock keeps the mapper to one thread at a time.
+        fusion = MutuallyExclusiveCallbackGroup()
+        self._mapper_lock = threading.Lock()
+        self._fuse_signal = self.create_guard_condition(self._fuse_queued, callback_group=fusion)
+        self._fusing = False
+        self.fused = 0
+        """Frames fused into the open visit, or into the last one finished while none is open."""
+        self._latencies_ms: collections.deque[float] = collections.deque(maxlen=STATUS_WINDOW)
+        self._fused_at: collections.deque[float] = collections.deque(maxlen=STATUS_WINDOW)
+        self._diagnostics = self.create_publisher(DiagnosticArray, names.DIAGNOSTICS, qos.frames(10))
+        self.create_timer(STATUS_PERIOD_S, self._publish_status, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.rejected = 0
         self.outside_visit = 0
         self._finishing: tuple[int, Future[bool]] | None = None
@@ -114,7 +165,7 @@ class MappingNode(GraphNode):
                 )
         self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), qos.LATCHED) for v in VISITS}
         self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), qos.LATCHED) for v in VISITS}
-        self.create_service(MapVisit, names.MAPPING_START_VISIT, self._on_start_visit)
+        self.create_service(MapVisit, names.MAPPING_START_VISIT, self._on_start_visit, callback_group=fusion)
         # Its own group: while a finish waits, the default group's bundles and timers keep running.
         self.create_service(
             MapVisit, names.MAPPING_FINISH_VISIT, self._on_finish_visit, callback_group=MutuallyExclusiveCallbackGroup()
@@ -122,8 +173,8 @@ class MappingNode(GraphNode):
         if settings.start_visit:
             self.mapper.start(settings.start_visit)
         self.get_logger().info(
-            f"segmenter {segmenter.description}; encoder {self.encoder.description}; "
-            f"open visit: {self.mapper.visit or 'none'}"
+            f"segmenter {segmenter.description}; encoder {self.encoder.description}; camera poses from "
+            f"{tf_backend} in {settings.map_frame}; open visit: {self.mapper.visit or 'none'}"
         )
 
     # ---------------------------------------------------------------- parameters
@@ -152,24 +203,8 @@ class MappingNode(GraphNode):
             self._reject(f"{topic}: {err}")
             return
         complete = self.sync.add(topic, stamp, item)
-        if complete is None:
-            return
-        try:
-            if self.plain:
-                items = complete.items
-                observation = observation_from_camera(
-                    items[bundle.RGB_TOPIC],
-                    items[bundle.DEPTH_TOPIC],
-                    items[bundle.CAMERA_INFO_TOPIC],
-                    items[bundle.CAMERA_POSE_TOPIC],
-                    self.config.frames.map,
-                    bundle.frame_step(complete.stamp_ns, self._step_ns),
-                )
-            else:
-                observation = observation_from_topics(complete.items, self.config.frames.map, self._step_ns)
-            self._fuse(observation, complete.stamp_ns)
-        except (MapMessageError, FrameFormatError, VisitError, SegmenterError) as err:
-            self._reject(str(err))
+        if complete is not None:
+            self._hold(complete.stamp_ns, complete.items[bundle.RGB_TOPIC].header.frame_id, dict(complete.items))
 
     def _on_camera_bundle(self, data: bytes) -> None:
         """A CameraBundle as received (its CDR), read without copying the images (bundle_cdr.decode)."""
@@ -177,11 +212,67 @@ class MappingNode(GraphNode):
             self.outside_visit += 1
             return
         try:
-            message = bundle_cdr.decode(data)
-            stamp, observation = observation_from_camera_bundle(message, self.config.frames.map, self._step_ns)
-            self._fuse(observation, stamp)
-        except (bundle_cdr.CdrError, MapMessageError, FrameFormatError, VisitError, SegmenterError) as err:
+            stamp, frame, items = camera_bundle_frame(bundle_cdr.decode(data))
+        except (bundle_cdr.CdrError, MapMessageError) as err:
             self._reject(f"{names.CAMERA_BUNDLE}: {err}")
+            return
+        self._hold(stamp, frame, items)
+
+    def _hold(self, stamp_ns: int, image_frame: str, items: dict[str, Any]) -> None:
+        """A complete frame (items keyed by topic) waits for its camera pose."""
+        frame = self.config.mapping_node.node.optical_frame or image_frame
+        if not frame:
+            self._reject(
+                f"camera frame at {stamp_ns} ns: the colour image has no header.frame_id to look its pose up "
+                "by (set mapping_node node.optical_frame)"
+            )
+            return
+        self._dropped(self.poses.add(stamp_ns, frame, items, time.monotonic()))
+        self._release()
+
+    def _release(self) -> None:
+        """Fuse, in order, every waiting frame whose pose is now known; count those given up."""
+        if not self.poses.pending:
+            return
+        ready, dropped = self.poses.poll(time.monotonic())
+        self._dropped(dropped)
+        for items, pose in ready:
+            self.queue.put(stamp_of(items[bundle.RGB_TOPIC].header), (items, pose))
+        if ready:
+            self._fuse_signal.trigger()
+
+    def _fuse_queued(self) -> None:
+        """Fuse the frames the queue holds, oldest first (the fusion group's callback)."""
+        while (job := self.queue.take()) is not None:
+            stamp, (items, pose) = job
+            self._fusing = True
+            try:
+                if self.plain:
+                    observation = observation_from_camera(
+                        items[bundle.RGB_TOPIC],
+                        items[bundle.DEPTH_TOPIC],
+                        items[bundle.CAMERA_INFO_TOPIC],
+                        pose,
+                        self.poses.target,
+                        bundle.frame_step(stamp, self._step_ns),
+                    )
+                else:
+                    observation = observation_from_topics(items, pose, self.poses.target, self._step_ns)
+                with self._mapper_lock:
+                    self._fuse(observation, stamp)
+                self.fused += 1
+                self._latencies_ms.append((self.get_clock().now().nanoseconds - stamp) / 1e6)
+                self._fused_at.append(time.monotonic())
+            except (MapMessageError, FrameFormatError, VisitError, SegmenterError) as err:
+                self._reject(str(err))
+            finally:
+                self._fusing = False
+
+    def _dropped(self, dropped: list[Dropped[dict[str, Any]]]) -> None:
+        for frame in dropped:
+            self.get_logger().warning(
+                f"dropped a camera frame ({frame.reason}): {frame.message}", throttle_duration_sec=5.0
+            )
 
     def _fuse(self, observation: Observation, stamp_ns: int) -> None:
         """Fuse one frame into the open visit; a waiting finish_visit learns when its count is reached."""
@@ -195,11 +286,14 @@ class MappingNode(GraphNode):
 
     def _state(self) -> str:
         counts = self.sync.counts
+        drops = ", ".join(f"{n} {reason}" for reason, n in sorted(self.poses.drops.items())) or "none"
         return (
             f"{self.mapper.frames} bundles fused; synchroniser: {counts.completed} complete, "
             f"{counts.dropped_incomplete} incomplete and {counts.dropped_stale} stale dropped, {self.sync.pending} "
-            f"pending; {self.rejected} messages rejected; "
-            f"{self.outside_visit + self.mapper.unassigned} bundles outside a visit"
+            f"pending; camera poses: {self.poses.released} found, {self.poses.pending} waiting, dropped: {drops}; "
+            f"{self.queue.policy}: {self.queue.counts.skipped_busy} skipped while fusing, "
+            f"{self.queue.counts.skipped_rate} over max_rate_hz, {len(self.queue)} queued; "
+            f"{self.rejected} messages rejected; {self.outside_visit + self.mapper.unassigned} bundles outside a visit"
         )
 
     # ---------------------------------------------------------------- services
@@ -213,11 +307,17 @@ class MappingNode(GraphNode):
             )
             return response
         try:
-            self.mapper.start(int(request.visit))
+            with self._mapper_lock:
+                self.mapper.start(int(request.visit))
         except VisitError as err:
             response.success, response.message = False, str(err)
             return response
         self.sync.reset()
+        self.poses.reset()
+        # A visit is a new stream: a played recording starts its clock again (static transforms stay).
+        self.tf.clear()
+        self.queue.reset()
+        self.fused = 0
         self.rejected = 0
         response.success, response.frames = True, 0
         response.message = f"visit {request.visit} is open"
@@ -234,6 +334,8 @@ class MappingNode(GraphNode):
             return response
         if expected and self.mapper.frames < expected:
             await self._bundles(expected, timeout)
+        elif not expected:
+            await self._drained(timeout)
         if expected and self.mapper.frames != expected:
             response.success, response.frames = False, self.mapper.frames
             why = "timed out" if self.mapper.frames < expected else "more bundles than expected arrived"
@@ -244,12 +346,13 @@ class MappingNode(GraphNode):
             return response
         summary = self._state()
         try:
-            instance_map, stamps = self.mapper.finish(visit)
+            with self._mapper_lock:
+                instance_map, stamps = self.mapper.finish(visit)
             problem = map_problem(instance_map, self.config.shared.limits.max_coordinate)
             if problem is not None:
                 raise MapMessageError(f"visit {visit} was closed but its map is not published: {problem}")
             now = self.get_clock().now().to_msg()
-            message = instance_map_msg(instance_map, stamps, self.config.frames.map, now, *self.map_names.name(visit))
+            message = instance_map_msg(instance_map, stamps, self.poses.target, now, *self.map_names.name(visit))
         except (VisitError, MapMessageError) as err:
             response.success, response.message = False, str(err)
             self.get_logger().error(response.message)
@@ -274,11 +377,56 @@ class MappingNode(GraphNode):
             self._finishing = None
             self.destroy_timer(timer)
 
+    async def _drained(self, timeout_s: float) -> None:
+        """Return once no frame waits for its pose or to be fused, or ``timeout_s`` (s) has passed."""
+        deadline = time.monotonic() + timeout_s
+        while (self.poses.pending or len(self.queue) or self._fusing) and time.monotonic() < deadline:
+            future: Future[bool] = Future(executor=self.executor)
+            steady = Clock(clock_type=ClockType.STEADY_TIME)
+            timer = self.create_timer(DRAIN_POLL_S, lambda f=future: f.done() or f.set_result(True), clock=steady)
+            try:
+                await future
+            finally:
+                self.destroy_timer(timer)
+
+    def _publish_status(self) -> None:
+        """The frames' fate on /diagnostics (diagnostic_msgs, as diagnostic_updater publishes it)."""
+        now = time.monotonic()
+        recent = [t for t in self._fused_at if now - t <= STATUS_PERIOD_S]
+        latencies = sorted(self._latencies_ms)
+        counts = self.queue.counts
+
+        def quantile(q: float) -> str:
+            return f"{latencies[min(len(latencies) - 1, int(q * len(latencies)))]:.1f}" if latencies else ""
+
+        values = {
+            "visit": str(self.mapper.visit or 0),
+            "fused": str(self.fused),
+            "fused_rate_hz": f"{len(recent) / STATUS_PERIOD_S:.1f}",
+            "skipped_while_fusing": str(counts.skipped_busy),
+            "skipped_over_max_rate": str(counts.skipped_rate),
+            "queued": str(len(self.queue)),
+            "waiting_for_pose": str(self.poses.pending),
+            **{f"dropped_{reason}": str(n) for reason, n in sorted(self.poses.drops.items())},
+            "rejected": str(self.rejected),
+            "latency_p50_ms": quantile(0.5),
+            "latency_p95_ms": quantile(0.95),
+        }
+        lost = counts.skipped_busy + counts.skipped_rate + sum(self.poses.drops.values()) + self.rejected
+        status = DiagnosticStatus(
+            level=DiagnosticStatus.WARN if lost else DiagnosticStatus.OK,
+            name=f"{self.get_fully_qualified_name()}: camera frames",
+            message=f"{self.fused} fused, {lost} skipped or dropped this visit",
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
+        header = Header(stamp=self.get_clock().now().to_msg())
+        self._diagnostics.publish(DiagnosticArray(header=header, status=[status]))
+
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Console script ``mapping_node``: spin (frames and services on one thread) until Ctrl-C;
-    0 then, 1 when it cannot start."""
-    return run_node("mapping_node", MappingNode, args)
+    """Console script ``mapping_node``: spin (frames received on one executor thread, fused on the
+    other) until Ctrl-C; 0 then, 1 when it cannot start."""
+    return run_node("mapping_node", MappingNode, args, threads=2)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ False) never touches ``Observation.segments``, ``segment_labels`` or ``segment_i
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,6 +20,8 @@ import numpy as np
 
 from ovman_core.camera import Intrinsics
 from ovman_core.config import EncoderConfig, MappingConfig, SegmenterConfig, check_ranges
+from ovman_mapping.backprojection import CellLattice
+from ovman_mapping.camera_resampling import PADDINGS
 
 if TYPE_CHECKING:
     from ovman_core.observation import Observation
@@ -50,11 +53,14 @@ class Segment:
 class Segmentation:
     """``ids`` int32 (H, W): 0 where no segment, k where ``segments[k - 1]``. ``cell`` (px): the
     ids are constant on the cell × cell pixel blocks of a grid from the image's corner (a network's
-    output cells; 1 = per pixel), so one pixel a block tells a block's segment."""
+    output cells; 1 = per pixel), so one pixel a block tells a block's segment. ``lattice``: the ids
+    are constant on the cells of this lattice instead (a network's cells on a camera resampled to its
+    geometry), one pixel of which tells each cell's segment."""
 
     ids: np.ndarray
     segments: tuple[Segment, ...]
     cell: int = 1
+    lattice: CellLattice | None = None
 
     def mask(self, k: int) -> np.ndarray:
         """Bool (H, W) mask of segment ``k`` (1-based, as in ``ids``)."""
@@ -125,7 +131,14 @@ class SimulatorSegmenter:
 
 def check_frame(rgb: np.ndarray, depth: np.ndarray | None, intrinsics: Intrinsics) -> None:
     """ValueError unless ``rgb`` is uint8 (H, W, 3) and ``depth`` (H, W) for ``intrinsics``' size
-    (``None``: a frame without depth, which only the simulator's segmenter reads)."""
+    (``None``: a frame without depth, which only the simulator's segmenter reads), the focal lengths
+    finite and > 0 and the principal point finite."""
+    for field in ("fx", "fy"):
+        value = getattr(intrinsics, field)
+        if not (math.isfinite(value) and value > 0.0):
+            raise ValueError(f"camera intrinsics {field} = {value}: a focal length must be finite and > 0 (px)")
+    if not (math.isfinite(intrinsics.cx) and math.isfinite(intrinsics.cy)):
+        raise ValueError(f"camera intrinsics cx, cy = {intrinsics.cx}, {intrinsics.cy}: must be finite (px)")
     shape = (intrinsics.height, intrinsics.width)
     if rgb.dtype != np.uint8 or rgb.shape != (*shape, 3):
         raise ValueError(f"rgb must be uint8 {(*shape, 3)} for the intrinsics, got {rgb.dtype} {rgb.shape}")
@@ -142,6 +155,8 @@ def check_segmenter(config: SegmenterConfig) -> None:
         "threads": (config.threads >= 1, "a thread count >= 1"),
         "batch_frames": (config.batch_frames >= 1, "a frame count >= 1"),
         "precision": (config.precision in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
+        "min_view_share": (0.0 < config.min_view_share <= 1.0, "a share in (0, 1]"),
+        "padding": (config.padding in PADDINGS, f"one of {', '.join(PADDINGS)}"),
     }
     check_ranges("mapping_node.segmenter", config, checks)
 

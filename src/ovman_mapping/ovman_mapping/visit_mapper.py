@@ -3,9 +3,10 @@
 :meth:`VisitMapper.start` opens a visit, :meth:`VisitMapper.add` fuses each frame at once
 (:class:`ovman_mapping.fusion.MapBuilder`), :meth:`VisitMapper.finish` runs the end-of-visit passes
 and returns the map and every fused frame's stamp; frames while no visit is open are counted and
-dropped. The latest visit-1 map and its frames' depth are kept until the next visit 1, so a visit 2
-carries the cross-visit free-space evidence. Not thread-safe: the node serialises calls. Frames:
-AI2-THOR world (see ovman_mapping.fusion).
+dropped. One camera per visit: a frame whose intrinsics differ from the visit's first is refused.
+The latest visit-1 map and its frames' depth are kept until the next visit 1, so a visit 2 carries
+the cross-visit free-space evidence. Not thread-safe: the node serialises calls. Frames: AI2-THOR
+world (see ovman_mapping.fusion).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ovman_core.camera import Intrinsics
 from ovman_core.config import MappingConfig
 from ovman_mapping.cross_visit import PriorVisit
 from ovman_mapping.encoders import FeatureEncoder
@@ -27,7 +29,8 @@ VISITS = (1, 2)
 
 
 class VisitError(ValueError):
-    """A visit request that does not fit the mapper's state (no open visit, another visit open)."""
+    """A visit request that does not fit the mapper's state (no open visit, another visit open, a
+    frame from another camera than the visit's)."""
 
 
 class VisitMapper:
@@ -50,6 +53,8 @@ class VisitMapper:
         self.stamps: list[int] = []
         self.unassigned = 0
         self._builder: MapBuilder | None = None
+        self.camera: Intrinsics | None = None
+        """The open visit's camera: the intrinsics of its first fused frame."""
         self.prior: PriorVisit | None = None
 
     @property
@@ -64,6 +69,7 @@ class VisitMapper:
             raise VisitError(f"visit must be 1 or 2, got {visit}")
         self.visit = visit
         self.stamps = []
+        self.camera = None
         if visit == 1:
             self.prior = None
         prior = self.prior if visit == 2 else None
@@ -71,8 +77,10 @@ class VisitMapper:
 
     def add(self, observation: Observation, stamp_ns: int) -> bool:
         """Fuse one frame stamped ``stamp_ns`` into the open visit; False (and counted in
-        ``unassigned``) when no visit is open. Stamps must increase, and the camera must lie within
-        ``max_coordinate`` metres of the origin on every axis (VisitError otherwise)."""
+        ``unassigned``) when no visit is open. Stamps must increase, the camera must lie within
+        ``max_coordinate`` metres of the origin on every axis, and its intrinsics (size, fx, fy, cx,
+        cy) must be those of the visit's first frame (VisitError otherwise): one visit's frames are
+        one camera's, so its map does not mix two segmenter geometries."""
         if self._builder is None:
             self.unassigned += 1
             return False
@@ -83,8 +91,17 @@ class VisitMapper:
             )
         if self.stamps and stamp_ns <= self.stamps[-1]:
             raise VisitError(f"frame stamped {stamp_ns} ns after one at {self.stamps[-1]} ns: stamps must increase")
+        camera = observation.intrinsics
+        if self.camera is not None and camera != self.camera:
+            first = self.camera
+            mixed = f"a {first.aspect} and a {camera.aspect} camera" if first.aspect != camera.aspect else "two cameras"
+            raise VisitError(
+                f"frame stamped {stamp_ns} ns: {mixed} mixed in one visit: the visit's first frame came from "
+                f"{first.describe()}, this one from {camera.describe()} (one camera per visit: start a new visit)"
+            )
         self._builder.add(observation)
         self.stamps.append(stamp_ns)
+        self.camera = camera
         return True
 
     def finish(self, visit: int) -> tuple[InstanceMap, list[int]]:
@@ -97,5 +114,5 @@ class VisitMapper:
         if visit == 1:
             self.prior = PriorVisit(instance_map, self._builder.views())
         stamps = self.stamps
-        self.visit, self._builder, self.stamps = None, None, []
+        self.visit, self._builder, self.stamps, self.camera = None, None, [], None
         return instance_map, stamps

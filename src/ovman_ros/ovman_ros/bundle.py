@@ -1,9 +1,9 @@
 """What one synchronised camera bundle carries on the wire: topics, the frame tree and the tables.
 
 Pure Python (no rclpy): the recorder and sim_node build their messages from these values, so a
-recorded visit and the live graph carry the same topics, frames and numbers. Wire frames are REP 103
-(metres; quaternions (x, y, z, w)), the tree REP 105 ``map → odom → base_link → camera_link →
-camera_optical_frame``; every conversion from AI2-THOR's world frame goes through :mod:`ovman_core.frames`.
+recorded visit and the live graph carry the same topics, frames and numbers. Wire frames are REP 103,
+the tree REP 105 ``map → odom → base_link → camera_link → camera_color_optical_frame`` (the camera's
+pose is looked up in it); every conversion from AI2-THOR's world frame goes through :mod:`ovman_core.frames`.
 
 Why one module: it is one wire format, whose topics, frame tree, depth encoding and tables must
 agree between the recorder, sim_node and the readers.
@@ -41,7 +41,7 @@ from ovman_ros import names
 # The topics as recordings store them (fully qualified from the root namespace, as ``ros2 bag
 # record`` writes them); nodes use the relative names of :mod:`ovman_ros.names`.
 RGB_TOPIC = names.recorded(names.RGB)
-"""sensor_msgs/Image, ``rgb8``, frame ``camera_optical_frame``."""
+"""sensor_msgs/Image, ``rgb8``, frame ``camera_color_optical_frame``."""
 DEPTH_TOPIC = names.recorded(names.DEPTH)
 """sensor_msgs/Image, planar depth registered to the colour image: ``16UC1`` millimetres (0 = invalid,
 what RGB-D drivers publish) when that is lossless, else ``32FC1`` metres (NaN = invalid); see
@@ -53,18 +53,16 @@ INSTANCE_LABELS_TOPIC = names.recorded(names.INSTANCE_LABELS)
 frame (String has no header: ``stamp_ns`` equals the images' header stamp in nanoseconds)."""
 CAMERA_INFO_TOPIC = names.recorded(names.CAMERA_INFO)
 """sensor_msgs/CameraInfo shared by the three images (they are registered), plumb_bob, no distortion."""
-CAMERA_POSE_TOPIC = names.recorded(names.CAMERA_POSE)
-"""geometry_msgs/PoseStamped: pose of the **optical frame** in ``map``."""
 TF_TOPIC = names.recorded(names.TF)
 TF_STATIC_TOPIC = names.recorded(names.TF_STATIC)
 GROUND_TRUTH_TOPIC = names.recorded(names.GROUND_TRUTH)
 """std_msgs/String, JSON, **evaluation only**: the stamp (as in the labels), the exact agent pose,
 segment → instance table and every object's state per frame. The reference agent never
 subscribes to it."""
-CAMERA_TOPICS = (RGB_TOPIC, DEPTH_TOPIC, INSTANCES_TOPIC, INSTANCE_LABELS_TOPIC, CAMERA_INFO_TOPIC, CAMERA_POSE_TOPIC)
-"""The camera bundle on the standard topics: what a robot's camera driver publishes."""
+CAMERA_TOPICS = (RGB_TOPIC, DEPTH_TOPIC, INSTANCES_TOPIC, INSTANCE_LABELS_TOPIC, CAMERA_INFO_TOPIC)
+"""The camera bundle on the standard topics: what a robot's camera driver publishes (and the
+simulator's segments); the camera's pose travels on ``/tf``."""
 CAMERA_BUNDLE_MEMBERS = (
-    ("pose", CAMERA_POSE_TOPIC),
     ("camera_info", CAMERA_INFO_TOPIC),
     ("rgb", RGB_TOPIC),
     ("depth", DEPTH_TOPIC),
@@ -81,7 +79,7 @@ CAMERA_OUTPUTS = {
     CAMERA_BUNDLE_OUTPUT: frozenset({CAMERA_BUNDLE_OUTPUT}),
     CAMERA_BOTH_OUTPUT: frozenset({CAMERA_TOPICS_OUTPUT, CAMERA_BUNDLE_OUTPUT}),
 }
-"""Where a camera frame travels (sim_node ``node.camera_output``): the six standard topics
+"""Where a camera frame travels (sim_node ``node.camera_output``): the five standard topics
 (:data:`CAMERA_TOPICS`), the one ``camera/bundle`` (:data:`ovman_ros.names.CAMERA_BUNDLE`), or both."""
 CAMERA_INPUTS = (CAMERA_TOPICS_OUTPUT, CAMERA_BUNDLE_OUTPUT)
 """Where a camera consumer reads frames from (mapping_node ``node.camera_input``)."""

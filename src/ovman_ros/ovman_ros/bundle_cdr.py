@@ -1,7 +1,7 @@
 """The CDR of a camera bundle (``ovman_interfaces/CameraBundle``), composed and read without rclpy.
 
-A CameraBundle carries a frame's six standard camera messages unchanged (:data:`MEMBERS`).
-:func:`compose` builds its CDR from the recorded CDR of the six without decoding them (plain
+A CameraBundle carries a frame's five standard camera messages unchanged (:data:`MEMBERS`).
+:func:`compose` builds its CDR from the recorded CDR of the five without decoding them (plain
 little-endian CDR only, else :class:`CdrError`); :func:`decode` reads a bundle taken raw with rosbags,
 its images as read-only numpy views of the received bytes (no copy), under the field names of the
 rclpy message. The type's definition comes from the generated rclpy class, so it cannot drift from
@@ -22,7 +22,7 @@ from ovman_interfaces.msg import CameraBundle
 from ovman_ros import bundle
 
 TYPE_NAME = "ovman_interfaces/msg/CameraBundle"
-_ALIGNMENT = {"pose": 8, "camera_info": 8}
+_ALIGNMENT = {"camera_info": 8}
 """Largest alignment (bytes) of a member's fields where it exceeds 4 (float64 fields)."""
 MEMBERS: tuple[tuple[str, str, int], ...] = tuple(
     (member, topic, _ALIGNMENT.get(member, 4)) for member, topic in bundle.CAMERA_BUNDLE_MEMBERS
@@ -41,12 +41,12 @@ class CdrError(ValueError):
 
 
 def compose(messages: Mapping[str, bytes]) -> bytes:
-    """The CDR of the CameraBundle of one frame, from the CDR of its six messages keyed by their
+    """The CDR of the CameraBundle of one frame, from the CDR of its five messages keyed by their
     standard topic (each with its 4-byte encapsulation header, plain little-endian).
 
     In plain CDR a nested struct is the bytes of the message on its own, provided it starts at an
     offset with the same residue modulo its largest alignment. CameraBundle puts its members with
-    8-byte fields first (PoseStamped, ending in float64s, then CameraInfo), so each member starts on
+    8-byte fields first (CameraInfo, with its float64 arrays), so each member starts on
     a boundary its decoder aligns to, and the bodies are concatenated as they are."""
     parts = [CDR_LE]
     offset = 0  # within the body, after the encapsulation header

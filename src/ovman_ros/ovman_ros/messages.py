@@ -46,7 +46,6 @@ CAMERA_MESSAGES: dict[str, type] = {
     bundle.INSTANCES_TOPIC: Image,
     bundle.INSTANCE_LABELS_TOPIC: String,
     bundle.CAMERA_INFO_TOPIC: CameraInfo,
-    bundle.CAMERA_POSE_TOPIC: PoseStamped,
 }
 """The message type of each topic of the camera bundle (:data:`ovman_ros.bundle.CAMERA_TOPICS`)."""
 PLAIN_CAMERA_MESSAGES: dict[str, type] = {
@@ -54,8 +53,8 @@ PLAIN_CAMERA_MESSAGES: dict[str, type] = {
     for topic, kind in CAMERA_MESSAGES.items()
     if topic not in (bundle.INSTANCES_TOPIC, bundle.INSTANCE_LABELS_TOPIC)
 }
-"""The four topics a robot's RGB-D camera gives (colour, depth, camera_info, the camera pose): what
-a label-blind mapper reads."""
+"""The three topics a robot's RGB-D camera gives (colour, aligned depth, camera_info): what a
+label-blind mapper reads, with the camera's pose from ``/tf``."""
 
 _IMAGE_LAYOUTS = {
     bundle.RGB_ENCODING: (np.dtype(np.uint8), 3),
@@ -80,7 +79,6 @@ class BundleMessages:
     labels: String
     camera_info: CameraInfo
     tf: TFMessage
-    camera_pose: PoseStamped
     odom: Odometry
     ground_truth: String
     clock: Clock
@@ -220,9 +218,6 @@ def bundle_messages(
         labels=String(data=bundle.labels_json(observation, stamp_ns)),
         camera_info=camera_info_msg(observation, optical),
         tf=tf_message(bundle.dynamic_transforms(observation, frames), stamp_ns),
-        camera_pose=PoseStamped(
-            header=header_msg(stamp_ns, frames.map), pose=pose_msg(*bundle.optical_pose(observation))
-        ),
         odom=odometry_msg(observation, stamp_ns, frames),
         ground_truth=String(data=truth),
         clock=Clock(clock=time_msg(stamp_ns)),
@@ -230,27 +225,26 @@ def bundle_messages(
 
 
 def camera_bundle_msg(camera: Mapping[str, Any]) -> CameraBundle:
-    """One ovman_interfaces/CameraBundle of a frame's six camera messages keyed by their standard
+    """One ovman_interfaces/CameraBundle of a frame's five camera messages keyed by their standard
     topic (:data:`CAMERA_MESSAGES`), unchanged."""
     return CameraBundle(**{member: camera[topic] for member, topic in bundle.CAMERA_BUNDLE_MEMBERS})
 
 
 def camera_messages(messages: BundleMessages) -> dict[str, Any]:
-    """The six camera messages of a frame's bundle keyed by their standard topic."""
+    """The five camera messages of a frame's bundle keyed by their standard topic."""
     return {
         bundle.RGB_TOPIC: messages.rgb,
         bundle.DEPTH_TOPIC: messages.depth,
         bundle.INSTANCES_TOPIC: messages.instances,
         bundle.INSTANCE_LABELS_TOPIC: messages.labels,
         bundle.CAMERA_INFO_TOPIC: messages.camera_info,
-        bundle.CAMERA_POSE_TOPIC: messages.camera_pose,
     }
 
 
 def camera_bundle_items(message: Any) -> tuple[int, dict[str, Any]]:
-    """The stamp (ns) of a CameraBundle (its colour image's) and its six messages keyed by their
+    """The stamp (ns) of a CameraBundle (its colour image's) and its five messages keyed by their
     standard topic, the labels table parsed (:class:`ovman_ros.bundle.LabelTable`), as a
-    synchroniser of the six topics hands them out. ``message``: rclpy's CameraBundle or one decoded
+    synchroniser of the five topics hands them out. ``message``: rclpy's CameraBundle or one decoded
     by :func:`ovman_ros.bundle_cdr.decode` (same fields). MessageError when another message's stamp
     or the table's ``stamp_ns`` differs."""
     stamp = stamp_of(message.rgb.header)

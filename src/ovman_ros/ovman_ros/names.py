@@ -11,7 +11,7 @@ from __future__ import annotations
 
 # ---- the camera (what a robot's RGB-D driver publishes, and the simulator's extras) -------------
 RGB = "camera/color/image_raw"
-"""sensor_msgs/Image, ``rgb8``, frame ``camera_optical_frame``."""
+"""sensor_msgs/Image, ``rgb8``, frame ``camera_color_optical_frame``."""
 DEPTH = "camera/depth/image_raw"
 """sensor_msgs/Image, planar depth registered to the colour image (:func:`ovman_ros.bundle.depth_image`)."""
 INSTANCES = "camera/instances/image_raw"
@@ -20,18 +20,21 @@ INSTANCE_LABELS = "camera/instances/labels"
 """std_msgs/String, JSON segment id → category of the simulator's segments, per frame."""
 CAMERA_INFO = "camera/color/camera_info"
 """sensor_msgs/CameraInfo shared by the three images (they are registered)."""
-CAMERA_POSE = "camera/pose"
-"""geometry_msgs/PoseStamped: pose of the optical frame in ``map``."""
 CAMERA_BUNDLE = "camera/bundle"
-"""ovman_interfaces/CameraBundle: the six camera messages of one frame in one message."""
+"""ovman_interfaces/CameraBundle: the five camera messages of one frame in one message."""
 
 # ---- the robot -----------------------------------------------------------------------------
 TF = "tf"
+"""tf2_msgs/TFMessage: the moving part of the frame tree; the camera's pose is looked up in it."""
 TF_STATIC = "tf_static"
+"""tf2_msgs/TFMessage, latched: the parts of the frame tree that never move."""
 ODOM = "odom"
 """nav_msgs/Odometry: ``base_link`` in ``odom``."""
 MAP = "map"
 """nav_msgs/OccupancyGrid of the reachable grid (latched)."""
+DIAGNOSTICS = "/diagnostics"
+"""diagnostic_msgs/DiagnosticArray: a node's health (mapping_node: frames fused, skipped, dropped,
+latency), absolute as diagnostic_updater and the aggregator have it."""
 CLOCK = "clock"
 """rosgraph_msgs/Clock: the simulator's time, the graph's time base with ``use_sim_time``."""
 GROUND_TRUTH = "ovman/ground_truth"
@@ -79,5 +82,5 @@ def recorded(name: str) -> str:
 
 
 def relative(recorded_name: str) -> str:
-    """The relative name of a recorded (root-namespace) name: ``/camera/pose`` → ``camera/pose``."""
+    """The relative name of a recorded (root-namespace) name: ``/camera/bundle`` → ``camera/bundle``."""
     return recorded_name.lstrip("/")

@@ -22,7 +22,7 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.exceptions import InvalidParameterTypeException, ParameterException
-from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_policy_name_from_kind
@@ -211,9 +211,10 @@ def run_node(
     startup_errors: tuple[type[Exception], ...] = (ConfigError,),
     cannot_start: int = 1,
     run: Callable[[Any], int] | None = None,
+    threads: int = 1,
 ) -> int:
     """Every OVMAN node's main (its process's): init rclpy with ``args`` (None: ``sys.argv``),
-    make the node, then spin it on one thread until Ctrl-C or an external shutdown, or, given
+    make the node, then spin it on ``threads`` executor threads until Ctrl-C or an external shutdown, or, given
     ``run``, return ``run(node)``. Ctrl-C (SIGINT) or SIGTERM ends either with exit status 0, as
     ``ros2 launch`` expects of a node it stops: a run that it cuts short leaves its partial
     results for a resume, and the command that was interrupted says so with its own status
@@ -244,7 +245,7 @@ def run_node(
             return cannot_start
         if run is not None:
             return run(node)
-        executor = SingleThreadedExecutor()
+        executor = SingleThreadedExecutor() if threads == 1 else MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         spin_until_shutdown(executor)
         return 0

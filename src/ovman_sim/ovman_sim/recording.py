@@ -37,6 +37,7 @@ else:
     from backports.zstd import ZstdError
 
 from ovman_ros.bundle import BundleFormatError, GroundTruthFrame, Transform
+from ovman_ros.tf_buffer import TransformBuffer, TransformError
 
 from ovman_core.camera import Intrinsics
 from ovman_core.config import FramesConfig
@@ -45,8 +46,9 @@ from ovman_core.observation import Observation
 from ovman_core.world_state import WorldState
 from ovman_ros import bundle
 
-FORMAT_VERSION = 1
-"""Version of the topic layout below; readers reject recordings of other versions."""
+FORMAT_VERSION = 2
+"""Version of the topic layout below; readers reject recordings of other versions (version 1 had a
+``/camera/pose`` topic; the camera's pose now comes from ``/tf`` as on a robot)."""
 CUSTOM_DATA_KEY = "ovman.recording"
 """Where ``metadata.yaml``'s ``custom_data`` holds the visit's identity (scene, visit, step_dt, frame
 names, frame count)."""
@@ -63,7 +65,6 @@ IMAGE = "sensor_msgs/msg/Image"
 CAMERA_INFO = "sensor_msgs/msg/CameraInfo"
 STRING = "std_msgs/msg/String"
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
-POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
 
 FRAME_TOPICS: dict[str, str] = {
     bundle.RGB_TOPIC: IMAGE,
@@ -72,7 +73,6 @@ FRAME_TOPICS: dict[str, str] = {
     bundle.INSTANCE_LABELS_TOPIC: STRING,
     bundle.CAMERA_INFO_TOPIC: CAMERA_INFO,
     bundle.TF_TOPIC: TF_MESSAGE,
-    bundle.CAMERA_POSE_TOPIC: POSE_STAMPED,
     bundle.GROUND_TRUTH_TOPIC: STRING,
 }
 """Topics with exactly one message per frame, and their types."""
@@ -82,7 +82,7 @@ STATIC_TOPICS: dict[str, str] = {bundle.TF_STATIC_TOPIC: TF_MESSAGE}
 """Topics written once, at the first frame's timestamp."""
 
 POSE_CHECK_TOLERANCE = 1e-6
-"""Metres (and quaternion units): /camera/pose must agree with the ground-truth pose this well."""
+"""Metres (and quaternion units): the camera pose on /tf must agree with the ground-truth pose this well."""
 
 _STORAGE_ERRORS = (ReaderError, ZstdError, struct.error, UnicodeDecodeError, OSError, EOFError)
 """What rosbags' reader raises on a damaged file: its own errors (bad CRC, magic, sizes), zstd
@@ -110,7 +110,7 @@ class RecordedFrame:
     recording has no :data:`SEGMENT_TOPICS`), and the ground-truth state of every object at that
     step (evaluation only). A frame read back also has ``camera``: what a robot's camera gives of
     it, as mapping_node reads it from the recording's topics (:func:`ovman_ros.bundle.camera_frame`:
-    colour, depth and camera_info, the pose from ``/camera/pose``, the step from the stamp, no
+    colour, depth and camera_info, the pose looked up on ``/tf`` and ``/tf_static``, the step from the stamp, no
     segments; the label-blind agent's input). A frame to write needs no ``camera``."""
 
     observation: Observation
@@ -211,7 +211,6 @@ class VisitWriter:
             self._put(bundle.INSTANCE_LABELS_TOPIC, _string(bundle.labels_json(observation, stamp)), stamp)
         self._put(bundle.CAMERA_INFO_TOPIC, _camera_info(header, observation.intrinsics), stamp)
         self._put(bundle.TF_TOPIC, _tf_message(bundle.dynamic_transforms(observation, frames), stamp), stamp)
-        self._put(bundle.CAMERA_POSE_TOPIC, _pose_stamped(_header(stamp, frames.map), observation), stamp)
         self._put(bundle.GROUND_TRUTH_TOPIC, _string(self._truth_records.record(observation, objects, stamp)), stamp)
         self._frame_count += 1
         self._intrinsics = observation.intrinsics
@@ -379,7 +378,8 @@ def read_visit(path: str | os.PathLike[str]) -> Iterator[RecordedFrame]:
     """
     path = Path(path)
     reader, info, frame_count, connections = _opened(path)
-    return _frames(_grouped(reader, path, frame_count, connections, _frame_topics(connections)), path, info)
+    topics = {**_frame_topics(connections), **STATIC_TOPICS}
+    return _frames(_grouped(reader, path, frame_count, connections, topics), path, info)
 
 
 def read_visit_raw(path: str | os.PathLike[str]) -> Iterator[RawFrame]:
@@ -389,8 +389,8 @@ def read_visit_raw(path: str | os.PathLike[str]) -> Iterator[RawFrame]:
     Checks what playing needs without decoding the images: the metadata (now, as
     :func:`read_visit`), the storage (chunk CRCs), one message of every frame topic per frame,
     and each frame's labels table (decoded for its world step: its stamp must be the message
-    time; the ground truth record's, when the recording has no labels table). The images, the camera
-    pose and the ground truth are not decoded; their consumers check them. RecordingError naming
+    time; the ground truth record's, when the recording has no labels table). The images, the
+    transforms and the ground truth are not decoded; their consumers check them. RecordingError naming
     the file and topic otherwise.
     """
     path = Path(path)
@@ -415,12 +415,18 @@ def _frame_topics(connections: Mapping[str, Any]) -> dict[str, str]:
 def _frames(groups: Iterator[_Group], path: Path, info: VisitInfo) -> Iterator[RecordedFrame]:
     clock = bundle.FrameClock(info.step_dt)
     parser = bundle.GroundTruthParser()
+    tree = TransformBuffer()
+    types = {**FRAME_TOPICS, **STATIC_TOPICS}
     for group in groups:
         stamp = group.stamp_ns
-        messages = {
-            topic: _decode(data, FRAME_TOPICS[topic], path, topic, stamp) for topic, data in group.items.items()
-        }
-        yield _assemble(messages, stamp, path, info, clock, parser)
+        messages = {topic: _decode(data, types[topic], path, topic, stamp) for topic, data in group.items.items()}
+        for topic in (bundle.TF_STATIC_TOPIC, bundle.TF_TOPIC):
+            if topic in messages:
+                try:
+                    tree.set_message(messages[topic], static=topic == bundle.TF_STATIC_TOPIC)
+                except ValueError as err:
+                    raise RecordingError(f"{path}: frame at stamp {stamp} ns: topic {topic}: {err}") from None
+        yield _assemble(messages, stamp, path, info, clock, parser, tree)
 
 
 def _raw_frames(groups: Iterator[_Group], path: Path) -> Iterator[RawFrame]:
@@ -517,6 +523,7 @@ def _assemble(
     info: VisitInfo,
     clock: bundle.FrameClock,
     parser: bundle.GroundTruthParser,
+    tree: TransformBuffer,
 ) -> RecordedFrame:
     where = f"{path}: frame at stamp {stamp} ns"
     info_msg = messages[bundle.CAMERA_INFO_TOPIC]
@@ -568,15 +575,21 @@ def _assemble(
         intrinsics=intrinsics,
         step=step,
     )
-    pose = messages[bundle.CAMERA_POSE_TOPIC]
+    optical = messages[bundle.RGB_TOPIC].header.frame_id
+    try:
+        pose = tree.lookup(info.frames.map, optical, stamp)
+    except TransformError as err:
+        raise RecordingError(
+            f"{where}: topics {bundle.TF_TOPIC} and {bundle.TF_STATIC_TOPIC}: no pose of the camera's frame "
+            f"{optical!r} in {info.frames.map!r}: {err}"
+        ) from None
     _check_pose(pose, observation, where)
-    p, q = pose.pose.position, pose.pose.orientation
-    yaw_deg, horizon_deg, _ = camera_angles((q.x, q.y, q.z, q.w))
+    yaw_deg, horizon_deg, _ = camera_angles(pose.rotation)
     camera = bundle.camera_frame(
         observation.rgb,
         observation.depth,
         intrinsics,
-        ros_to_thor_point((p.x, p.y, p.z)),
+        ros_to_thor_point(pose.translation),
         yaw_deg,
         horizon_deg,
         bundle.frame_step(stamp, clock.dt_ns),
@@ -584,17 +597,16 @@ def _assemble(
     return RecordedFrame(observation=observation, objects=truth.objects, camera=camera)
 
 
-def _check_pose(message: Any, observation: Observation, where: str) -> None:
+def _check_pose(pose: Transform, observation: Observation, where: str) -> None:
     translation, rotation = bundle.optical_pose(observation)
-    got_t = (message.pose.position.x, message.pose.position.y, message.pose.position.z)
-    o = message.pose.orientation
-    got_q = np.array((o.x, o.y, o.z, o.w))
+    got_t = pose.translation
+    got_q = np.array(pose.rotation)
     err_t = float(np.max(np.abs(np.subtract(got_t, translation))))
     # q and -q are the same rotation.
     err_q = float(min(np.max(np.abs(got_q - rotation)), np.max(np.abs(got_q + rotation))))
     if err_t > POSE_CHECK_TOLERANCE or err_q > POSE_CHECK_TOLERANCE:
         raise RecordingError(
-            f"{where}: topic {bundle.CAMERA_POSE_TOPIC}: the camera pose disagrees with the ground-truth "
+            f"{where}: topic {bundle.TF_TOPIC}: the camera pose on the frame tree disagrees with the ground-truth "
             f"agent pose (translation error {err_t:.3g} m, quaternion error {err_q:.3g})"
         )
 
@@ -776,15 +788,6 @@ def _tf_message(transforms: list[Transform], stamp: int) -> Any:
             for t in transforms
         ]
     )
-
-
-def _pose_stamped(header: Any, observation: Observation) -> Any:
-    translation, rotation = bundle.optical_pose(observation)
-    pose = _msg("geometry_msgs/msg/Pose")(
-        position=_msg("geometry_msgs/msg/Point")(*translation),
-        orientation=_msg("geometry_msgs/msg/Quaternion")(*rotation),
-    )
-    return _msg(POSE_STAMPED)(header=header, pose=pose)
 
 
 __all__ = [

@@ -56,6 +56,7 @@ class LabelTracker:
             self.mapping.encoder.colour_bins,
             step=observation.step,
             cell=segmentation.cell,
+            lattice=segmentation.lattice,
         )
         best: tuple[float, NavTarget] | None = None
         for segment in segments:

@@ -29,7 +29,9 @@ from ovman_ros.bundle import (
     object_state_to_dict,
 )
 from ovman_ros.messages import CAMERA_MESSAGES, floor_pose_msg, stamp_of, time_msg
+from ovman_ros.pose_gate import PoseGate
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
+from ovman_ros.tf_listener import transform_source
 from rcl_interfaces.msg import ParameterType
 from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.client import Client
@@ -96,9 +98,9 @@ from ovman_interfaces.srv import Act, LoadVisit, MapVisit, PlayTour, Query
 from ovman_mapping.bundle_sync import StampSynchronizer
 from ovman_mapping.instances import InstanceMap
 from ovman_mapping.map_messages import (
+    camera_bundle_frame,
     instance_map_from_msg,
     map_uid,
-    observation_from_camera_bundle,
     observation_from_topics,
 )
 from ovman_mapping.segmenter import Segmenter
@@ -286,6 +288,14 @@ class BenchmarkNode(GraphNode):
         camera topics (idle when the camera arrives as one CameraBundle)."""
         self._camera_observations: list[tuple[int, Observation]] = []
         self._camera_subscribed = False
+        # sim_node's camera pose, looked up as mapping_node looks it up (its tree, in the graph's namespace).
+        tf_source, _ = transform_source(
+            self, self.config.shared.ros.tf_backend, self.config.shared.ros.tf_cache_s, self._release_camera
+        )
+        mapping = self.config.mapping_node.node
+        self._camera_poses: PoseGate[dict[str, Any]] = PoseGate(
+            tf_source, mapping.map_frame, mapping.tf_timeout_s, mapping.tf_max_pending
+        )
         self._follow: Callable[[], None] | None = None
         """While a moving target is followed: what to do after each frame (see :meth:`navigate`)."""
         self._retargets = 0
@@ -337,14 +347,28 @@ class BenchmarkNode(GraphNode):
             item, stamp = message, stamp_of(message.header)
         complete = self._camera_sync.add(topic, stamp, item)
         if complete is not None:
-            observation = observation_from_topics(complete.items, self.config.frames.map, self._step_ns)
-            self._add_camera_observation(complete.stamp_ns, observation)
+            frame = complete.items[bundle.RGB_TOPIC].header.frame_id
+            self._camera_poses.add(complete.stamp_ns, frame, dict(complete.items), time.monotonic())
+            self._release_camera()
 
     def _on_camera_bundle(self, data: bytes) -> None:
         if self._camera_sync is None:
             return
-        message = bundle_cdr.decode(data)
-        self._add_camera_observation(*observation_from_camera_bundle(message, self.config.frames.map, self._step_ns))
+        stamp, frame, items = camera_bundle_frame(bundle_cdr.decode(data))
+        self._camera_poses.add(stamp, frame, items, time.monotonic())
+        self._release_camera()
+
+    def _release_camera(self) -> None:
+        """The camera frames whose pose is now known, in order, become the follower's observations
+        (a frame given up for want of a pose is lost as a lost message would be)."""
+        if not self._camera_poses.pending:
+            return
+        ready, _ = self._camera_poses.poll(time.monotonic())
+        for items, pose in ready:
+            stamp = stamp_of(items[bundle.RGB_TOPIC].header)
+            self._add_camera_observation(
+                stamp, observation_from_topics(items, pose, self._camera_poses.target, self._step_ns)
+            )
 
     def _add_camera_observation(self, stamp_ns: int, observation: Observation) -> None:
         self._camera_observations.append((stamp_ns, observation))
@@ -891,6 +915,7 @@ class BenchmarkNode(GraphNode):
     def _stop_following_by_sight(self) -> None:
         self._camera_sync = None
         self._camera_observations = []
+        self._camera_poses.reset()
 
     # ---------------------------------------------------------------- the run
 

@@ -36,6 +36,9 @@ PACKAGE = "ovman_eval"
 """The package whose share directory holds the launch file, the configuration and the RViz layout."""
 CONFIG_FILE = "config/ovman.yaml"
 RVIZ_FILE = "config/ovman.rviz"
+GRAPH_MAX_PENDING = 100_000
+"""mapping_node's ``node.tf_max_pending`` in the benchmark graph: above any tour's frame count (a few
+hundred), so no recorded frame is given up while it waits for its pose."""
 DDS_PROFILE_FILE = "config/fastdds.xml"
 """Paths relative to the package share directory (and to the repository root of a checkout)."""
 DDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
@@ -271,7 +274,13 @@ BENCHMARK_NODES: tuple[NodeTemplate, ...] = (
         "ovman_mapping",
         "mapping_node",
         "ovman_mapping.mapping_node",
-        (*_BASE, (names.CAMERA_BUNDLE, f"{names.PLAYER_NAMESPACE}/{names.CAMERA_BUNDLE}")),
+        (
+            ("/clock", names.CLOCK),
+            # The player's camera, and its frame tree for the camera's pose.
+            ("/tf", f"{names.PLAYER_NAMESPACE}/{names.TF}"),
+            ("/tf_static", f"{names.PLAYER_NAMESPACE}/{names.TF_STATIC}"),
+            (names.CAMERA_BUNDLE, f"{names.PLAYER_NAMESPACE}/{names.CAMERA_BUNDLE}"),
+        ),
     ),
     NodeTemplate(QUERY_NODE, "ovman_query", "query_node", "ovman_query.query_node", _BASE),
     NodeTemplate(NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _BASE),
@@ -322,6 +331,13 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
     # mapping_node for its start_visit, and nav_node drives sim_node's world over DDS.
     sim.update({"node.scene": "", "node.recording": ""})
     mapping["node.start_visit"] = 0
+    mapping["node.frame_policy"] = "keep_all"  # every recorded frame is mapped, as in process
+    # A recorded tour's /tf is complete, but under load DDS may repair a lost /tf sample only after a
+    # writer heartbeat (seconds, measured 1.9 s) while the images flow on: a frame then waits for its
+    # pose as long as finish_visit waits for it, instead of a robot's tf_timeout_s, and any number may
+    # wait (they are the frames qos_keep_all would hold in DDS anyway). Extrapolation stays refused.
+    mapping["node.tf_timeout_s"] = max(config.mapping_node.node.tf_timeout_s, config.mapping_node.node.finish_timeout_s)
+    mapping["node.tf_max_pending"] = GRAPH_MAX_PENDING
     # Frames travel as one CameraBundle each (one take instead of six); RViz also gets the
     # standard camera topics when it watches.
     sim["node.camera_output"] = bundle.CAMERA_BOTH_OUTPUT if options.rviz else bundle.CAMERA_BUNDLE_OUTPUT

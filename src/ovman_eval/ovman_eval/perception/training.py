@@ -25,12 +25,20 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from ovman_core.camera import Intrinsics
 from ovman_core.config import OvmanConfig, PerceptionParams, check_ranges
 from ovman_core.files import FILE_MODE, atomic_write_text
 from ovman_core.observation import Observation
 from ovman_eval.generation.dataset import code_revision
 from ovman_eval.runs.backend import LOCAL_BACKEND, Backend
-from ovman_mapping.learned_segmenter import MANIFEST_FILE, MODEL_FORMAT, MODEL_VERSION, WEIGHTS_FILE, weights_digest
+from ovman_mapping.learned_segmenter import (
+    INTRINSICS_FIELDS,
+    MANIFEST_FILE,
+    MODEL_FORMAT,
+    MODEL_VERSION,
+    WEIGHTS_FILE,
+    weights_digest,
+)
 from ovman_mapping.segmenter import Segmentation, Segmenter
 from ovman_sim.embedded import EmbeddedWorld
 from ovman_sim.homes import CATEGORIES, perception_scene
@@ -310,6 +318,7 @@ def train_perception(
     temporary.chmod(FILE_MODE)
     temporary.replace(weights)
     camera = config.sim_node.camera
+    intrinsics = Intrinsics.from_vertical_fov(camera.width, camera.height, camera.vertical_fov_deg)
     manifest: dict[str, Any] = {
         "format": MODEL_FORMAT,
         "version": MODEL_VERSION,
@@ -319,6 +328,7 @@ def train_perception(
         "context_dilation": params.context_dilation,
         "input_stride": params.input_stride,
         "image_size": [camera.width, camera.height],
+        "intrinsics": {field: getattr(intrinsics, field) for field in INTRINSICS_FIELDS},
         "weights_sha256": weights_digest(weights),
         "parameters": sum(int(np.prod(p.shape)) for p in model.parameters()),
         "training": {
