@@ -19,5 +19,10 @@ setup(
     maintainer_email="ovman@example.org",
     description="OVMAN per-visit 3D instance maps from RGB-D, masks and pose; feature encoders; mapping_node.",
     license="Apache-2.0",
-    entry_points={"console_scripts": ["mapping_node = ovman_ros.node_main:console_script"]},
+    entry_points={
+        "console_scripts": [
+            "mapping_node = ovman_ros.node_main:console_script",
+            "segmenter_node = ovman_ros.node_main:console_script",
+        ]
+    },
 )

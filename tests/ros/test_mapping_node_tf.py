@@ -39,8 +39,9 @@ pytestmark = pytest.mark.ros
 
 CONFIG = load_config()
 TIMEOUT_S = 60.0
-WAIT_S = 0.5
-"""mapping_node's node.tf_timeout_s in this test."""
+WAIT_S = 3.0
+"""mapping_node's node.tf_timeout_s in this test: long enough that a transform published WAIT_S / 3
+after its image arrives in time on a loaded machine (DDS has been seen to deliver /tf 1.9 s late)."""
 
 
 def test_frames_without_a_pose_in_time_are_dropped_with_the_reason_and_a_late_transform_is_waited_for(

@@ -76,7 +76,9 @@ def test_a_robot_published_tour_maps_alike_at_five_camera_sizes(ros_env, rclpy_c
     remaps = [arg for ours, theirs in REALSENSE.items() for arg in ("-r", f"{ours}:={theirs}")]
     node = NodeProcess(
         [sys.executable, "-m", "ovman_mapping.mapping_node", "--ros-args", *remaps,
-         "-p", "segmenter.kind:=learned", "-p", "node.camera_input:=topics", "-p", "node.frame_policy:=keep_all"],
+         "-p", "segmenter.kind:=learned", "-p", "node.camera_input:=topics", "-p", "node.frame_policy:=keep_all",
+         # maps compared, not TF timeouts: under load DDS may deliver a /tf sample seconds late
+         "-p", f"node.tf_timeout_s:={TIMEOUT_S}"],
         tmp_path / "mapping.log",
         "mapping_node",
     )  # fmt: skip

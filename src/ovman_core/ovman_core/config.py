@@ -636,7 +636,9 @@ class SegmenterConfig:
     """The agent's segmenter: ``learned`` (the project's RGB-D network; reads pixels only), ``clip``
     (the network's class-agnostic proposals labelled by open_clip crop features, ``encoder.clip_*``;
     the default on AI2-THOR datasets) or ``simulator`` (the simulator's masks and labels: ground
-    truth, for the oracle and diagnostic arms; the sim_perception arm always uses it)."""
+    truth, for the oracle and diagnostic arms; the sim_perception arm always uses it) or ``topic``
+    (mapping_node only: each frame's ovman_interfaces/Segments published by another node on
+    ``segmentation/segments``, such as segmenter_node or a robot's own segmenter; docs/robot.md)."""
     model: str
     """The directory of a trained model (segmenter.json and segmenter.safetensors, from ``ovman
     train-perception``); empty: the model shipped in ovman_mapping/models/segmenter."""

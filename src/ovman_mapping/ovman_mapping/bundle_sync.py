@@ -9,6 +9,7 @@ are held. Stamps are integer nanoseconds. Pure Python, no rclpy: the node feeds 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Generic, TypeVar
@@ -24,6 +25,10 @@ class SyncCounts:
     dropped_incomplete: int = 0
     dropped_stale: int = 0
     replaced: int = 0
+    missing: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    """Per key: incomplete stamps dropped without an item of it."""
+    stale: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    """Per key: its items dropped as stale."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +73,7 @@ class StampSynchronizer(Generic[T]):
             raise KeyError(f"unknown bundle key {key!r}; expected one of {', '.join(sorted(self.keys))}")
         if self._last_completed is not None and stamp_ns <= self._last_completed:
             self.counts.dropped_stale += 1
+            self.counts.stale[key] += 1
             return None
         slot = self._pending.setdefault(stamp_ns, {})
         if key in slot:
@@ -75,14 +81,16 @@ class StampSynchronizer(Generic[T]):
         slot[key] = item
         if len(slot) == len(self.keys):
             del self._pending[stamp_ns]
-            older = [s for s in self._pending if s < stamp_ns]
-            for stamp in older:
-                del self._pending[stamp]
-            self.counts.dropped_incomplete += len(older)
+            for stamp in [s for s in self._pending if s < stamp_ns]:
+                self._drop(stamp)
             self.counts.completed += 1
             self._last_completed = stamp_ns
             return Bundle(stamp_ns, slot)
         while len(self._pending) > self.max_pending:
-            del self._pending[min(self._pending)]
-            self.counts.dropped_incomplete += 1
+            self._drop(min(self._pending))
         return None
+
+    def _drop(self, stamp_ns: int) -> None:
+        slot = self._pending.pop(stamp_ns)
+        self.counts.dropped_incomplete += 1
+        self.counts.missing.update(self.keys - slot.keys())

@@ -81,7 +81,7 @@ def observation_from_bundle(
     instances: Image,
     labels: bundle.LabelTable,
     camera_info: CameraInfo,
-    camera_pose: bundle.Transform,
+    camera_pose: bundle.Transform | None,
     map_frame: str,
     step_ns: int,
 ) -> Observation:
@@ -105,14 +105,15 @@ def observation_from_camera(
     rgb: Image,
     depth: Image,
     camera_info: CameraInfo,
-    camera_pose: bundle.Transform,
+    camera_pose: bundle.Transform | None,
     map_frame: str,
     step: int,
     where: str = "",
 ) -> Observation:
     """The Observation of a plain RGB-D frame (what a robot's camera gives: colour, depth in 32FC1
     metres or 16UC1 millimetres, camera_info, and the optical frame's pose in ``map_frame`` from TF) at
-    world step ``step``; no segments (a label-blind segmenter makes its own)."""
+    world step ``step``; no segments (a label-blind segmenter makes its own). ``camera_pose`` None:
+    the camera at the origin, level, for a segmenter alone (segmenter_node), which reads pixels only."""
     where = where or f"camera frame at {stamp_of(rgb.header)} ns"
     try:
         intrinsics = bundle.intrinsics_from_camera_info(camera_info.width, camera_info.height, camera_info.k)
@@ -122,7 +123,9 @@ def observation_from_camera(
     size = (intrinsics.height, intrinsics.width)
     _check_image(where, "rgb", rgb, (bundle.RGB_ENCODING,), size)
     _check_image(where, "depth", depth, bundle.DEPTH_ENCODINGS, size)
-    position, yaw_deg, horizon_deg = camera_from_transform(camera_pose, map_frame)
+    position, yaw_deg, horizon_deg = (
+        ((0.0, 0.0, 0.0), 0.0, 0.0) if camera_pose is None else camera_from_transform(camera_pose, map_frame)
+    )
     return bundle.camera_frame(colour, planar_depth, intrinsics, position, yaw_deg, horizon_deg, step)
 
 
@@ -138,7 +141,7 @@ def _check_image(where: str, name: str, image: Image, encodings: tuple[str, ...]
 
 
 def observation_from_topics(
-    items: Mapping[str, Any], camera_pose: bundle.Transform, map_frame: str, step_ns: int
+    items: Mapping[str, Any], camera_pose: bundle.Transform | None, map_frame: str, step_ns: int
 ) -> Observation:
     """:func:`observation_from_bundle` of a bundle keyed by topic (a synchroniser's complete
     items: the three images, the parsed labels table and camera_info) with its camera's pose."""

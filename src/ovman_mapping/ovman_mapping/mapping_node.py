@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from ovman_ros.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, stamp_of
+from ovman_ros.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, camera_item, stamp_of
 from ovman_ros.pose_gate import Dropped, PoseGate
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from ovman_ros.tf_listener import transform_source
@@ -31,7 +31,7 @@ from visualization_msgs.msg import MarkerArray
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config
 from ovman_core.observation import Observation
-from ovman_interfaces.msg import CameraBundle
+from ovman_interfaces.msg import CameraBundle, Segments
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
 from ovman_interfaces.srv import MapVisit
 from ovman_mapping.backprojection import FrameFormatError
@@ -49,7 +49,8 @@ from ovman_mapping.map_messages import (
     observation_from_camera,
     observation_from_topics,
 )
-from ovman_mapping.segmenter import SegmenterError, make_segmenter
+from ovman_mapping.segmenter import SegmenterError, TopicSegmenter, make_segmenter
+from ovman_mapping.segments_messages import SegmentsError, segmentation_from_msg
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
 from ovman_ros import bundle, bundle_cdr, names, qos
 
@@ -58,6 +59,8 @@ STATUS_PERIOD_S = 1.0
 """(s, steady clock): how often the fusion status goes to /diagnostics."""
 STATUS_WINDOW = 300
 """Fused frames whose latency the status's percentiles are taken over."""
+FRAME, SEGMENTS = "frame", "segments"
+"""The two halves of a frame paired by stamp with ``segmenter.kind: topic``."""
 DRAIN_POLL_S = 0.02
 """(s): how often a finish_visit without a frame count looks whether the frames in flight are fused."""
 
@@ -112,6 +115,10 @@ class MappingNode(GraphNode):
         self.topics = PLAIN_CAMERA_MESSAGES if self.plain else CAMERA_MESSAGES
         self._step_ns = round(settings.step_dt * 1e9)
         self.sync: StampSynchronizer[Any] = StampSynchronizer(self.topics, settings.sync_max_pending)
+        # segmenter.kind topic: each complete frame waits (as the synchroniser holds it) for the
+        # Segments message of its stamp from another node, and the pair goes on to its pose.
+        self.segments: TopicSegmenter | None = segmenter if isinstance(segmenter, TopicSegmenter) else None
+        self.segments_sync: StampSynchronizer[Any] = StampSynchronizer((FRAME, SEGMENTS), settings.sync_max_pending)
         try:
             self.tf, tf_backend = transform_source(
                 self,
@@ -163,6 +170,8 @@ class MappingNode(GraphNode):
                 self.create_subscription(
                     kind, names.relative(topic), functools.partial(self._on_message, topic), frames_qos
                 )
+        if self.segments is not None:
+            self.create_subscription(Segments, names.SEGMENTS, self._on_segments, frames_qos)
         self._map_publishers = {v: self.create_publisher(InstanceMapMsg, map_topic(v), qos.LATCHED) for v in VISITS}
         self._marker_publishers = {v: self.create_publisher(MarkerArray, markers_topic(v), qos.LATCHED) for v in VISITS}
         self.create_service(MapVisit, names.MAPPING_START_VISIT, self._on_start_visit, callback_group=fusion)
@@ -194,11 +203,7 @@ class MappingNode(GraphNode):
                 self.outside_visit += 1
             return
         try:
-            if topic == bundle.INSTANCE_LABELS_TOPIC:
-                item: Any = bundle.parse_labels_json(message.data)
-                stamp = item.stamp_ns
-            else:
-                item, stamp = message, stamp_of(message.header)
+            item, stamp = camera_item(topic, message)
         except bundle.BundleFormatError as err:
             self._reject(f"{topic}: {err}")
             return
@@ -218,7 +223,36 @@ class MappingNode(GraphNode):
             return
         self._hold(stamp, frame, items)
 
+    def _on_segments(self, message: Segments) -> None:
+        """Another node's segments of one frame: paired with the frame of the same stamp."""
+        if self.mapper.visit is None:
+            return
+        complete = self.segments_sync.add(SEGMENTS, stamp_of(message.header), message)
+        if complete is not None:
+            self._pair(complete.stamp_ns, complete.items)
+
+    def _pair(self, stamp_ns: int, items: Any) -> None:
+        image_frame, frame_items = items[FRAME]
+        rgb = frame_items[bundle.RGB_TOPIC]
+        try:
+            segmentation = segmentation_from_msg(items[SEGMENTS], rgb.width, rgb.height, rgb.header.frame_id)
+        except SegmentsError as err:
+            self._reject(f"{names.SEGMENTS} at {stamp_ns} ns: {err}")
+            return
+        message = items[SEGMENTS]
+        frame_items[SEGMENTS] = (segmentation, bool(message.exact_labels), message.segmenter)
+        self._await_pose(stamp_ns, image_frame, frame_items)
+
     def _hold(self, stamp_ns: int, image_frame: str, items: dict[str, Any]) -> None:
+        """A complete frame (items keyed by topic) waits for its segments (``segmenter.kind: topic``)."""
+        if self.segments is None:
+            self._await_pose(stamp_ns, image_frame, items)
+            return
+        complete = self.segments_sync.add(FRAME, stamp_ns, (image_frame, items))
+        if complete is not None:
+            self._pair(complete.stamp_ns, complete.items)
+
+    def _await_pose(self, stamp_ns: int, image_frame: str, items: dict[str, Any]) -> None:
         """A complete frame (items keyed by topic) waits for its camera pose."""
         frame = self.config.mapping_node.node.optical_frame or image_frame
         if not frame:
@@ -259,6 +293,8 @@ class MappingNode(GraphNode):
                 else:
                     observation = observation_from_topics(items, pose, self.poses.target, self._step_ns)
                 with self._mapper_lock:
+                    if self.segments is not None:
+                        self.segments.give(observation, *items[SEGMENTS])
                     self._fuse(observation, stamp)
                 self.fused += 1
                 self._latencies_ms.append((self.get_clock().now().nanoseconds - stamp) / 1e6)
@@ -290,10 +326,36 @@ class MappingNode(GraphNode):
         return (
             f"{self.mapper.frames} bundles fused; synchroniser: {counts.completed} complete, "
             f"{counts.dropped_incomplete} incomplete and {counts.dropped_stale} stale dropped, {self.sync.pending} "
-            f"pending; camera poses: {self.poses.released} found, {self.poses.pending} waiting, dropped: {drops}; "
+            f"pending; {self._segments_state()}camera poses: {self.poses.released} found, "
+            f"{self.poses.pending} waiting, dropped: {drops}; "
             f"{self.queue.policy}: {self.queue.counts.skipped_busy} skipped while fusing, "
             f"{self.queue.counts.skipped_rate} over max_rate_hz, {len(self.queue)} queued; "
             f"{self.rejected} messages rejected; {self.outside_visit + self.mapper.unassigned} bundles outside a visit"
+        )
+
+    def _segment_counts(self) -> dict[str, int]:
+        """segmenter.kind topic: what became of frames and Segments messages (empty otherwise)."""
+        if self.segments is None:
+            return {}
+        counts = self.segments_sync.counts
+        return {
+            "segments_paired": counts.completed,
+            "frames_without_segments": counts.missing[SEGMENTS],
+            "segments_without_frame": counts.missing[FRAME],
+            "segments_late": counts.stale[SEGMENTS],
+            "frames_late": counts.stale[FRAME],
+            "segments_pending": self.segments_sync.pending,
+        }
+
+    def _segments_state(self) -> str:
+        counts = self._segment_counts()
+        if not counts:
+            return ""
+        return (
+            f"segments from {names.SEGMENTS}: {counts['segments_paired']} paired with their frame, dropped: "
+            f"{counts['frames_without_segments']} frames without segments, {counts['segments_without_frame']} "
+            f"for a stamp no frame has, {counts['segments_late'] + counts['frames_late']} late, "
+            f"{counts['segments_pending']} stamps pending; "
         )
 
     # ---------------------------------------------------------------- services
@@ -313,6 +375,9 @@ class MappingNode(GraphNode):
             response.success, response.message = False, str(err)
             return response
         self.sync.reset()
+        self.segments_sync.reset()
+        if self.segments is not None:
+            self.segments.reset()
         self.poses.reset()
         # A visit is a new stream: a played recording starts its clock again (static transforms stay).
         self.tf.clear()
@@ -408,11 +473,13 @@ class MappingNode(GraphNode):
             "queued": str(len(self.queue)),
             "waiting_for_pose": str(self.poses.pending),
             **{f"dropped_{reason}": str(n) for reason, n in sorted(self.poses.drops.items())},
+            **{key: str(n) for key, n in self._segment_counts().items()},
             "rejected": str(self.rejected),
             "latency_p50_ms": quantile(0.5),
             "latency_p95_ms": quantile(0.95),
         }
         lost = counts.skipped_busy + counts.skipped_rate + sum(self.poses.drops.values()) + self.rejected
+        lost += self._segment_counts().get("frames_without_segments", 0)
         status = DiagnosticStatus(
             level=DiagnosticStatus.WARN if lost else DiagnosticStatus.OK,
             name=f"{self.get_fully_qualified_name()}: camera frames",

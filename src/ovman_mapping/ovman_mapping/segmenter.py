@@ -1,12 +1,12 @@
 """Segmenters: instance segments with label distributions from one RGB-D frame.
 
-Input: RGB uint8 (H, W, 3), planar depth float32 (H, W) metres (NaN invalid) and pinhole intrinsics.
-Output: a :class:`Segmentation`: an int32 (H, W) id image (0 = none) and per segment a label
-distribution (summing to 1), a confidence in (0, 1] and optionally an embedding. Backends by
-``mapping.segmenter.kind``: ``learned`` and ``clip`` read RGB, depth and intrinsics only;
-``simulator`` reads the simulator's masks and labels (one-hot), for the oracle arms and the
-``sim_perception`` diagnostic only. A label-blind segmenter (:attr:`Segmenter.reads_simulator_segments`
-False) never touches ``Observation.segments``, ``segment_labels`` or ``segment_instances``.
+Input: RGB uint8 (H, W, 3), planar depth float32 (H, W) metres (NaN invalid) and pinhole intrinsics;
+output: a :class:`Segmentation`, an int32 (H, W) id image (0 = none) and per segment a label
+distribution (summing to 1), a confidence in (0, 1] and optionally an embedding. By
+``mapping.segmenter.kind``: ``learned`` and ``clip`` read RGB, depth and intrinsics only; ``topic``
+takes another node's segments of the frame; ``simulator`` reads the simulator's masks and labels
+(one-hot), for the oracle arms and the ``sim_perception`` diagnostic only. A label-blind one never
+touches ``Observation.segments``, ``segment_labels`` or ``segment_instances``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from ovman_mapping.camera_resampling import PADDINGS
 if TYPE_CHECKING:
     from ovman_core.observation import Observation
 
-SEGMENTER_KINDS = ("learned", "simulator", "clip")
+SEGMENTER_KINDS = ("learned", "simulator", "clip", "topic")
+TOPIC = "topic"
 PRECISIONS = ("float32", "bfloat16")
 
 
@@ -129,6 +130,55 @@ class SimulatorSegmenter:
         return [self.segment(o) for o in observations]
 
 
+class TopicSegmenter:
+    """Segments made by another node (``segmenter.kind: topic``): the node that pairs each frame
+    with its ovman_interfaces/Segments :meth:`give` s them before the frame is fused, and
+    :meth:`segment` hands out the ones given for that very frame. Label-blind: it reads no
+    simulator field. ``exact_labels`` comes from the messages and must not change within a map."""
+
+    kind = TOPIC
+    reads_simulator_segments = False
+
+    def __init__(self) -> None:
+        self._given: dict[int, tuple[Observation, Segmentation]] = {}
+        self.exact_labels = False
+        self.source = ""
+        """The publishing segmenter's identity (the messages' ``segmenter``)."""
+        self._fixed = False
+
+    @property
+    def description(self) -> str:
+        return f"segments from another node ({self.source or 'none received yet'})"
+
+    def warm_up(self) -> None:
+        """Nothing to load."""
+
+    def reset(self) -> None:
+        """A new map: forget what was given and the exact_labels of the last one."""
+        self._given.clear()
+        self._fixed = False
+
+    def give(self, observation: Observation, segmentation: Segmentation, exact_labels: bool, source: str) -> None:
+        """The segments of ``observation`` (this object), as its Segments message gave them;
+        SegmenterError when ``exact_labels`` differs from earlier messages of this map."""
+        if self._fixed and exact_labels != self.exact_labels:
+            raise SegmenterError(
+                f"segments of {source!r}: exact_labels {exact_labels} after {self.exact_labels} earlier in this map; "
+                "one map's segments must come from one kind of segmenter"
+            )
+        self.exact_labels, self.source, self._fixed = exact_labels, source, True
+        self._given[id(observation)] = (observation, segmentation)
+
+    def segment(self, observation: Observation) -> Segmentation:
+        given = self._given.pop(id(observation), None)
+        if given is None or given[0] is not observation:
+            raise SegmenterError("segmenter.kind topic: no Segments message was given for this frame")
+        return given[1]
+
+    def segment_batch(self, observations: Sequence[Observation]) -> list[Segmentation]:
+        return [self.segment(o) for o in observations]
+
+
 def check_frame(rgb: np.ndarray, depth: np.ndarray | None, intrinsics: Intrinsics) -> None:
     """ValueError unless ``rgb`` is uint8 (H, W, 3) and ``depth`` (H, W) for ``intrinsics``' size
     (``None``: a frame without depth, which only the simulator's segmenter reads), the focal lengths
@@ -171,8 +221,8 @@ def segmenter_identity(config: SegmenterConfig) -> str:
     learned model's weights digest, also the clip backend's proposals' (SegmenterError if the model
     cannot be read); the clip model and weights are in the encoder config."""
     check_segmenter(config)
-    if config.kind == "simulator":
-        return "simulator"
+    if config.kind in ("simulator", TOPIC):
+        return config.kind
     from ovman_mapping.learned_segmenter import model_directory, read_manifest
 
     return f"{config.kind}:{read_manifest(model_directory(config))['weights_sha256']}"
@@ -187,6 +237,8 @@ def make_segmenter(
     check_segmenter(config)
     if config.kind == "simulator":
         return SimulatorSegmenter()
+    if config.kind == TOPIC:
+        return TopicSegmenter()
     if config.kind == "clip":
         from ovman_mapping.clip_segmenter import ClipSegmenter
 

@@ -61,6 +61,7 @@ _IMAGE_LAYOUTS = {
     bundle.DEPTH_ENCODING: (np.dtype("<f4"), 1),
     bundle.DEPTH_MM_ENCODING: (np.dtype("<u2"), 1),
     bundle.INSTANCES_ENCODING: (np.dtype("<i4"), 1),
+    "mono16": (np.dtype("<u2"), 1),
 }
 
 
@@ -94,6 +95,15 @@ def stamp_of(header: Header) -> int:
     return header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
 
 
+def camera_item(topic: str, message: Any) -> tuple[Any, int]:
+    """What a synchroniser holds of a camera topic's message, and its stamp (ns): the message, or the
+    parsed labels table of ``camera/instances/labels``; bundle.BundleFormatError for a bad table."""
+    if topic == bundle.INSTANCE_LABELS_TOPIC:
+        table = bundle.parse_labels_json(message.data)
+        return table, table.stamp_ns
+    return message, stamp_of(message.header)
+
+
 def header_msg(stamp_ns: int, frame_id: str) -> Header:
     return Header(stamp=time_msg(stamp_ns), frame_id=frame_id)
 
@@ -118,7 +128,7 @@ def image_msg(image: np.ndarray, encoding: str, header: Header) -> Image:
 
 
 def image_array(message: Image) -> np.ndarray:
-    """The array of an rgb8 / 32FC1 / 16UC1 / 32SC1 sensor_msgs/Image (a copy, native byte order)."""
+    """The array of an rgb8 / 32FC1 / 16UC1 / mono16 / 32SC1 sensor_msgs/Image (a copy, native byte order)."""
     if message.encoding not in _IMAGE_LAYOUTS:
         raise MessageError(f"unsupported image encoding {message.encoding!r}; expected one of {sorted(_IMAGE_LAYOUTS)}")
     dtype, channels = _IMAGE_LAYOUTS[message.encoding]

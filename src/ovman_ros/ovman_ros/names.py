@@ -22,6 +22,9 @@ CAMERA_INFO = "camera/color/camera_info"
 """sensor_msgs/CameraInfo shared by the three images (they are registered)."""
 CAMERA_BUNDLE = "camera/bundle"
 """ovman_interfaces/CameraBundle: the five camera messages of one frame in one message."""
+SEGMENTS = "segmentation/segments"
+"""ovman_interfaces/Segments: a frame's segments from a segmenter node (segmenter_node, or a robot's
+own), which mapping_node fuses with ``segmenter.kind: topic``."""
 
 # ---- the robot -----------------------------------------------------------------------------
 TF = "tf"

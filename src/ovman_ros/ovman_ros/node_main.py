@@ -20,6 +20,7 @@ from typing import Any
 NODE_MODULES = {
     "sim_node": "ovman_sim.sim_node",
     "mapping_node": "ovman_mapping.mapping_node",
+    "segmenter_node": "ovman_mapping.segmenter_node",
     "query_node": "ovman_query.query_node",
     "nav_node": "ovman_nav.nav_node",
     "benchmark_node": "ovman_eval.graph.benchmark_node",
