@@ -25,7 +25,8 @@ ratio to the goal.
 
 ``--robot WxH`` is the robot mode instead: a tour rendered at W x H is published over DDS as a
 robot's driver publishes it (colour, aligned 16UC1 depth, camera_info, /tf and /tf_static, stamped
-with the wall clock) at ``--rate-hz`` (15) for ``--seconds`` (20, the tour looping) to a
+with the wall clock; large messages over shared memory, config/fastdds.xml) at ``--rate-hz`` (15)
+for ``--seconds`` (20, the tour looping) to a
 mapping_node process pinned to one core (learned segmenter, ``node.frame_policy: keep_newest``),
 and prints what its /diagnostics say: frames fused and skipped, the fused rate, the end-to-end
 latency p50/p95 (image stamp to fused) and the node's peak RSS (issue 43's goal: 848x480 at 15 Hz,

@@ -5,8 +5,9 @@
     ros2 launch ovman_eval benchmark.launch.py dataset:=/data/ovman-single namespace:=run1   # beside another
 
 Starts sim_node, the player (a second sim_node that plays the recorded tours, in the namespace
-``player`` under the graph's),
-mapping_node, query_node, nav_node and benchmark_node as described by
+``player`` under the graph's), mapping_node, segmenter_node and a second mapping_node in
+``sim_perception`` (the simulator's segments, for the arm sim_perception), query_node, nav_node and
+benchmark_node as described by
 :mod:`ovman_eval.graph.description` (the description ``ovman launch benchmark`` starts too), every node with
 its parameters from the configuration (``config:=`` or the ovman.yaml installed in this package's
 share directory, also exported as ``$OVMAN_CONFIG``; ``$FASTDDS_DEFAULT_PROFILES_FILE`` is the
@@ -22,7 +23,8 @@ and the dataset's world, checks the arguments (a bad one stops the launch before
 starts, naming it), writes the graph's params file (one block per node, keyed by its full name:
 :func:`ovman_eval.graph.description.params_file_document`, what ``ovman launch`` writes too) to
 launch's log directory, and sets the launch configurations the Node actions read: ``namespace``
-and ``rviz`` in their normal form, ``ovman_params_file`` and ``ovman_rviz_layout``.
+and ``rviz`` in their normal form, ``ovman_params_file``, ``ovman_rviz_layout`` and
+``ovman_simulator_maps`` (whether the two nodes of the sim_perception arm's maps start).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ovman_eval.graph import description as graph
 
 PARAMS_FILE = "ovman_params_file"
 RVIZ_LAYOUT = "ovman_rviz_layout"
+SIMULATOR_MAPS = "ovman_simulator_maps"
 """Launch configurations that the OpaqueFunction sets for the static Node actions."""
 
 
@@ -64,7 +67,9 @@ def _prepare_graph(context) -> list:
     config_path = Path(values["config"]) if values["config"] else graph.share_path(share, graph.CONFIG_FILE)
     base = load_config(config_path)
     options = graph.BenchmarkOptions.from_arguments(values, base)
-    nodes = graph.benchmark_graph(graph.config_for_dataset(base, options.dataset), options)
+    config = graph.config_for_dataset(base, options.dataset)
+    nodes = graph.benchmark_graph(config, options)
+    simulator_maps = graph.builds_simulator_maps(options.arms, config.mapping_node.segmenter.kind)
     rviz_layout = graph.share_path(share, graph.RVIZ_FILE) if options.rviz else share / graph.RVIZ_FILE
     log_dir = Path(launch_config.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -79,12 +84,16 @@ def _prepare_graph(context) -> list:
         SetLaunchConfiguration("rviz", "true" if options.rviz else "false"),
         SetLaunchConfiguration(PARAMS_FILE, params_file),
         SetLaunchConfiguration(RVIZ_LAYOUT, str(rviz_layout)),
+        SetLaunchConfiguration(SIMULATOR_MAPS, "true" if simulator_maps else "false"),
     ]
 
 
 def _node(template: graph.NodeTemplate) -> Node:
-    """``template``'s static Node: its namespace under the graph's, its parameters from the params file."""
+    """``template``'s static Node: its namespace under the graph's, its parameters from the params
+    file, its remappings to the graph's names under the graph's namespace; the nodes of the
+    simulator's maps only when the run builds them."""
     namespace = LaunchConfiguration("namespace")
+    to_graph = [(source, [namespace, "/" + target]) for source, target in template.graph_remappings]
     return Node(
         package=template.package,
         executable=template.executable,
@@ -92,8 +101,9 @@ def _node(template: graph.NodeTemplate) -> Node:
         namespace=[namespace, "/" + template.subnamespace] if template.subnamespace else namespace,
         exec_name=template.name,  # launch labels each process by its node name ([player-2], not [sim_node-2])
         parameters=[LaunchConfiguration(PARAMS_FILE)],
-        remappings=list(template.remappings),
+        remappings=[*template.remappings, *to_graph],
         output="screen",
+        condition=IfCondition(LaunchConfiguration(SIMULATOR_MAPS)) if template.for_simulator_maps else None,
     )
 
 

@@ -1,6 +1,7 @@
 """The benchmark graph described once (ovman_eval.graph.description), and its two starters' view of it.
 
-- the description: six nodes, each a module with a console script, parameters from the config;
+- the description: six nodes (eight when the run builds the simulator's maps), each a module with
+  a console script, parameters from the config;
 - ``launch/benchmark.launch.py`` run against a recording fake of the ``launch``/``launch_ros`` API
   surface it uses (those packages are not installable here): its arguments, Node actions,
   parameters, shutdown handler and RViz must be exactly the description's;
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import itertools
 import re
 import sys
 import types
@@ -23,8 +25,10 @@ import yaml
 
 from ovman_core.config import CONFIG_ENV, load_config, node_parameters, to_document
 from ovman_core.relations import Relation
+from ovman_eval.benchmark.request import segmented_by
 from ovman_eval.cli.launch import RunningGraph, node_command, nodes_environment, run_graph
 from ovman_eval.graph import description as graph
+from ovman_mapping.segmenter import with_segmenter
 from ovman_query.arms import BUILT_IN_ARMS
 from ovman_ros import node_main
 
@@ -33,6 +37,18 @@ from .generation_setup import generate, request, small_config
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_FILE = REPO / "launch" / "benchmark.launch.py"
 NODES = ("sim_node", "player", "mapping_node", "query_node", "nav_node", "benchmark_node")
+"""The graph of a run without sim_perception."""
+TEMPLATES = (
+    "sim_node",
+    "player/player",
+    "mapping_node",
+    "sim_perception/segmenter_node",
+    "sim_perception/mapping_node",
+    "query_node",
+    "nav_node",
+    "benchmark_node",
+)
+"""Every node the launch file declares, by its name under the graph's namespace."""
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +86,8 @@ def test_the_graph_is_six_nodes_each_a_module_with_its_console_script(dataset: P
     nodes = graph.benchmark_graph(load_config(), options(dataset))
     assert tuple(n.name for n in nodes) == NODES
     assert [n.name for n in nodes if n.ends_graph] == ["benchmark_node"]
-    for node in nodes:
+    every = graph.benchmark_graph(load_config(), options(dataset, arms=("sim_perception",)))
+    for node in every:
         assert importlib.util.find_spec(node.module) is not None, node.module
         # Every console script starts through ovman_ros.node_main (Ctrl-C is clean while the node loads).
         setup = (REPO / "src" / node.package / "setup.py").read_text()
@@ -80,17 +97,19 @@ def test_the_graph_is_six_nodes_each_a_module_with_its_console_script(dataset: P
 
 def test_the_graph_is_its_static_templates_with_parameters_and_the_graphs_namespace(dataset: Path):
     # benchmark.launch.py declares one static Node per template; the specs must be those nodes.
-    assert tuple(t.name for t in graph.BENCHMARK_NODES) == NODES
-    for space in ("", "/run1"):
-        nodes = graph.benchmark_graph(load_config(), options(dataset, namespace=space))
-        for node, template in zip(nodes, graph.BENCHMARK_NODES, strict=True):
+    assert tuple(t.key for t in graph.BENCHMARK_NODES) == TEMPLATES
+    for space, arms in itertools.product(("", "/run1"), (("two_visit",), ("two_visit", "sim_perception"))):
+        nodes = graph.benchmark_graph(load_config(), options(dataset, namespace=space, arms=arms))
+        templates = [t for t in graph.BENCHMARK_NODES if "sim_perception" in arms or not t.for_simulator_maps]
+        for node, template in zip(nodes, templates, strict=True):
             assert (node.name, node.package, node.executable, node.module) == (
                 template.name,
                 template.package,
                 template.executable,
                 template.module,
             )
-            assert (node.remappings, node.ends_graph, node.arguments) == (template.remappings, template.ends_graph, ())
+            assert (node.ends_graph, node.arguments) == (template.ends_graph, ())
+            assert node.remappings == template.remappings_in(space)
             assert node.namespace == template.namespace(space)
     player = graph.BENCHMARK_NODES[1]
     assert (player.namespace(""), player.namespace("/run1")) == ("/player", "/run1/player")
@@ -113,6 +132,43 @@ def test_the_player_plays_the_tours_in_its_own_namespace_and_mapping_node_maps_t
     assert nodes["mapping_node"].parameters["node.camera_input"] == "bundle"
     assert player.parameters["node.camera_output"] == "bundle"
     assert all(n.remappings == names.NAMESPACED_REMAPPINGS for n in nodes.values() if n.name != "mapping_node")
+
+
+@pytest.mark.parametrize("space", ["", "/run1"])
+def test_sim_perception_maps_come_from_segmenter_node_through_a_mapping_node_of_kind_topic(dataset: Path, space: str):
+    from ovman_mapping.segmenter import SEGMENTER_NODE_PARAMETERS
+
+    config = load_config()
+    arms = ("two_visit", "sim_perception")
+    nodes = {n.full_name: n for n in graph.benchmark_graph(config, options(dataset, arms=arms, namespace=space))}
+    segmenter = nodes[f"{space}/sim_perception/segmenter_node"]
+    sim_mapping = nodes[f"{space}/sim_perception/mapping_node"]
+    mapping = nodes[f"{space}/mapping_node"]
+    assert (segmenter.module, sim_mapping.module) == ("ovman_mapping.segmenter_node", "ovman_mapping.mapping_node")
+    # Both read the player's frames and tree and the graph's clock, named under the graph's namespace.
+    player = {
+        "/clock": f"{space}/clock",
+        "/tf": f"{space}/player/tf",
+        "/tf_static": f"{space}/player/tf_static",
+        "camera/bundle": f"{space}/player/camera/bundle",
+    }
+    assert dict(segmenter.remappings) == dict(sim_mapping.remappings) == player
+    # The simulator's segments go to a mapping_node wired as the agent's, but reading them as a topic.
+    assert segmenter.parameters["segmenter.kind"] == "simulator"
+    assert {k for k in segmenter.parameters if k != "use_sim_time"} <= {
+        k for k in mapping.parameters if k.startswith(SEGMENTER_NODE_PARAMETERS)
+    }
+    assert segmenter.parameters["node.qos_keep_all"] is True and segmenter.parameters["node.camera_input"] == "bundle"
+    differ = {k for k in mapping.parameters if sim_mapping.parameters[k] != mapping.parameters[k]}
+    assert differ == {"segmenter.kind", "node.sync_max_pending"}
+    assert sim_mapping.parameters["segmenter.kind"] == "topic"
+    assert sim_mapping.parameters["node.sync_max_pending"] == graph.GRAPH_MAX_PENDING
+    # Without sim_perception, or with an agent whose maps are the simulator's, no such nodes.
+    for other_arms, kind in ((("two_visit",), config.mapping_node.segmenter.kind), (arms, "simulator")):
+        mapped = dataclasses.replace(config, mapping_node=with_segmenter(config.mapping_node, kind))
+        names_ = [n.full_name for n in graph.benchmark_graph(mapped, options(dataset, arms=other_arms))]
+        assert not [n for n in names_ if "sim_perception" in n], names_
+    assert graph.builds_simulator_maps(arms, "learned") and not graph.builds_simulator_maps(arms, "simulator")
 
 
 def test_a_namespaced_graph_puts_every_node_under_it_and_the_absolute_conventions_too(dataset: Path):
@@ -225,8 +281,9 @@ def test_use_sim_time_is_a_launch_argument_true_by_default_given_to_every_node(d
     for value in (True, False):
         arguments = {"dataset": str(dataset), "use_sim_time": str(value).lower()}
         nodes = graph.benchmark_graph(config, graph.BenchmarkOptions.from_arguments(arguments, config))
-        timed = {n.name: n.parameters.get(graph.USE_SIM_TIME) for n in nodes}
-        assert timed == dict.fromkeys(NODES, value)
+        timed = {n.full_name: n.parameters.get(graph.USE_SIM_TIME) for n in nodes}
+        assert len(nodes) == len(TEMPLATES)  # the shipped arms include sim_perception
+        assert timed == dict.fromkeys(timed, value)
     with pytest.raises(graph.GraphError, match="use_sim_time"):
         graph.BenchmarkOptions.from_arguments({"dataset": str(dataset), "use_sim_time": "maybe"}, config)
 
@@ -432,6 +489,7 @@ class Started:
     namespace: str
     params_files: list[Path]
     arguments: list[str]
+    remappings: list[tuple[str, str]]
 
 
 @pytest.fixture
@@ -495,7 +553,8 @@ def launch(arguments: dict[str, str]) -> tuple[LaunchDescription, list[Any]]:
                 files = [Path(perform(p, context)) for p in entity.parameters or []]
                 assert all(f.is_file() for f in files), files  # launch_ros skips a missing file
                 arguments = [perform(a, context) for a in entity.arguments or []]
-                executed.append(Started(entity, perform(entity.namespace, context), files, arguments))
+                remaps = [(perform(a, context), perform(b, context)) for a, b in entity.remappings or []]
+                executed.append(Started(entity, perform(entity.namespace, context), files, arguments, remaps))
         else:
             executed.append(entity)
 
@@ -525,7 +584,8 @@ def test_the_nodes_are_static_actions_that_print_description_lists(fake_launch: 
         ("rviz2", "rviz2", "rviz2", "rviz2"),
     ]
     for node, template in zip(nodes, graph.BENCHMARK_NODES, strict=False):
-        assert node.remappings == list(template.remappings) and node.condition is None
+        assert node.remappings[: len(template.remappings)] == list(template.remappings)
+        assert isinstance(node.condition, IfCondition) == template.for_simulator_maps
     assert isinstance(nodes[-1].condition, IfCondition)
     # The OpaqueFunction that writes their params file comes before every node.
     (prepare,) = [i for i, e in enumerate(entities) if isinstance(e, OpaqueFunction)]
@@ -550,7 +610,7 @@ def test_launch_file_starts_the_description_with_share_directory_paths(fake_laun
     # One params file, the one ovman launch writes: every node's block under its full name.
     assert yaml.safe_load(params_file.read_text()) == graph.params_file_document(expected)
     for node, spec in zip(started, expected, strict=True):
-        assert node.action.remappings == list(spec.remappings) and node.arguments == list(spec.arguments)
+        assert node.remappings == list(spec.remappings) and node.arguments == list(spec.arguments)
         assert (node.namespace, node.action.exec_name) == (spec.namespace, spec.name)
     # The shipped small config (64x48 camera) is what the nodes get, not the repository's.
     assert yaml.safe_load(params_file.read_text())["/sim_node"]["ros__parameters"]["camera"]["width"] == 64
@@ -564,6 +624,28 @@ def test_a_namespaced_launch_puts_the_nodes_and_their_parameter_blocks_under_it(
     assert [n.namespace for n in started] == ["/run1", "/run1/player", "/run1", "/run1", "/run1", "/run1"]
     document = yaml.safe_load(started[0].params_files[0].read_text())
     assert set(document) == {f"{n.namespace}/{n.action.name}" for n in started}
+
+
+def test_the_simulator_maps_nodes_start_only_for_sim_perception_with_the_descriptions_remappings(
+    fake_launch: Path, share: Path, dataset: Path
+):
+    # The agent on the learned segmenter (the share's config has it on the simulator's segments).
+    learned = share / "config" / "learned.yaml"
+    learned.write_text(yaml.safe_dump(to_document(segmented_by(small_config(), "learned"))), encoding="utf-8")
+    arms = "two_visit,sim_perception"
+    _, executed = launch({"dataset": str(dataset), "namespace": "run1", "arms": arms, "config": str(learned)})
+    started = {f"{n.namespace}/{n.action.name}": n for n in executed if isinstance(n, Started)}
+    expected = graph.benchmark_graph(
+        graph.config_for_dataset(load_config(learned), dataset),
+        options(dataset, arms=("two_visit", "sim_perception"), namespace="/run1"),
+    )
+    assert list(started) == [s.full_name for s in expected]
+    for spec in expected:
+        assert started[spec.full_name].remappings == list(spec.remappings)
+    camera = dict(started["/run1/sim_perception/mapping_node"].remappings)["camera/bundle"]
+    assert camera == "/run1/player/camera/bundle"
+    _, without = launch({"dataset": str(dataset), "arms": "two_visit", "config": str(learned)})
+    assert [n.action.name for n in without if isinstance(n, Started)] == list(NODES)
 
 
 def test_a_fast_dds_profile_the_user_set_is_kept(
@@ -792,7 +874,9 @@ def test_a_graph_that_a_forwarded_sigint_stopped_exits_130_though_its_nodes_exit
 LAUNCHER = """
 import sys
 from pathlib import Path
+from ovman_eval.benchmark.request import segmented_by
 from ovman_eval.graph import description as graph
+from ovman_mapping.segmenter import with_segmenter
 from ovman_eval.cli.launch import RunningGraph, run_graph
 code_dir, logs, config = map(Path, sys.argv[1:4])
 nodes = [graph.NodeSpec(n, "pkg", n, n, {{"x": 1}}, ends_graph=n == "main") for n in ("waiter", "main")]

@@ -48,6 +48,14 @@ def test_pending_stamps_are_bounded_by_dropping_the_oldest():
     assert feed(sync, [("depth", 30), ("labels", 30)]) == [30]
 
 
+def test_holding_counts_the_incomplete_stamps_with_an_item_of_a_key():
+    sync = StampSynchronizer(KEYS, max_pending=5)
+    feed(sync, [("rgb", 10), ("rgb", 20), ("depth", 20), ("labels", 30)])
+    assert (sync.holding("rgb"), sync.holding("depth"), sync.holding("labels")) == (2, 1, 1)
+    feed(sync, [("depth", 10), ("labels", 10)])
+    assert (sync.holding("rgb"), sync.holding("depth"), sync.holding("labels")) == (1, 1, 1)
+
+
 def test_a_repeated_message_replaces_the_first_and_reset_forgets_everything():
     sync = StampSynchronizer(KEYS, max_pending=5)
     sync.add("rgb", 10, "first")

@@ -79,3 +79,13 @@ def test_a_visit_2_is_mapped_against_the_kept_visit_1_and_names_what_changed():
     # A new visit 1 drops the kept one: a visit 2 with nothing before it carries no evidence.
     mapper.start(1)
     assert mapper.prior is None
+
+
+def test_warming_up_builds_the_colour_table_a_first_frame_would_wait_for(mapper):
+    from ovman_mapping.backprojection import hue_saturation_cells
+
+    hue_saturation_cells.cache_clear()
+    mapper.warm_up()
+    assert hue_saturation_cells.cache_info().currsize == 1
+    hue_saturation_cells(mapper.config.encoder.colour_bins)
+    assert hue_saturation_cells.cache_info().hits == 1  # the first frame's call finds it built

@@ -9,7 +9,8 @@ from geometry_msgs.msg import PoseStamped
 
 from ovman_core.boxes import Footprint
 from ovman_core.config import load_config
-from ovman_core.frames import thor_to_ros_point, yaw_quaternion
+from ovman_core.frames import ros_to_thor_point, thor_to_ros_point, yaw_quaternion
+from ovman_core.world_state import AgentPose
 from ovman_nav.executor import NavError, NavTarget
 from ovman_nav.nav2_backend import Nav2Backend, Nav2Settings, Nav2UnavailableError, basic_navigator
 
@@ -104,6 +105,24 @@ def test_goal_is_sent_in_the_map_frame_and_success_stops_nav2_early():
     assert nav.canceled
     assert FAR.region.distance_to(result.final_pose.floor) <= 1.0
     assert result.path_length == pytest.approx(math.hypot(6.0, 4.0) - 1.0, abs=0.5)
+
+
+def test_the_robots_pose_from_tf_wins_over_the_feedback_from_the_start_pose_on():
+    # The frame tree (nav_node's TF) says where the robot is; Nav2's feedback lags a step behind.
+    nav = FakeBasicNavigator()
+    seen = []
+
+    def robot_pose() -> AgentPose:
+        x, _, z = ros_to_thor_point((nav.position[0], nav.position[1], 0.0))
+        seen.append((x, z))
+        return AgentPose(x, z, 0.0, 0.0)
+
+    result = backend(nav).navigate(FAR, robot_pose=robot_pose)
+    assert result.success and result.trajectory[0] == pytest.approx((0.0, 0.0))  # the start, before any feedback
+    assert result.final_pose.floor == pytest.approx(seen[-1])
+    # A tree that does not connect the frames yet: the feedback's pose, as without one.
+    without = backend(FakeBasicNavigator()).navigate(FAR, robot_pose=lambda: None)
+    assert without.success and without.trajectory[0] != pytest.approx((0.0, 0.0))
 
 
 def test_goal_chooser_sends_the_robot_to_a_free_cell_facing_the_target():

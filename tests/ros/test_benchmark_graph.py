@@ -3,11 +3,12 @@
 A three-episode dataset (a moved instance, a removed one, one carried around during the second
 visit and while the agent navigates, followed by sight with many re-estimates; one embedded home,
 160×120 frames on 40-waypoint tours) is generated here. The in-process runner scores it; then the
-graph of ovman_eval.graph.description (sim_node, player, mapping_node, query_node, nav_node, benchmark_node)
-runs as processes through ``ovman launch``'s process starter on the same dataset and configuration
-(each group's maps built while the previous group's embodied runs go on). Every
-(episode, arm) must get the same predicted point, static success, failure class, stop point,
-embodied success, SPL, path and trajectory. Every node prints its CPU time to its log as it exits.
+graph of ovman_eval.graph.description (sim_node, player, mapping_node, segmenter_node and a second
+mapping_node for sim_perception, query_node, nav_node, benchmark_node) runs as processes through
+``ovman launch``'s process starter on the same dataset and configuration (each group's maps built
+while the previous group's embodied runs go on). Every (episode, arm) must get the same predicted
+point, static success, failure class, stop point, embodied success, SPL, path and trajectory. Every
+node prints its CPU time to its log as it exits.
 
 Needs rclpy and the interface packages built into the running venv (scripts/build_interfaces.sh)
 and the label encoder's MiniLM package.
@@ -31,7 +32,7 @@ from ovman_eval.benchmark.runner import run_benchmark
 from ovman_eval.cli.launch import RunningGraph, run_graph
 from ovman_eval.generation.dataset import generate_dataset
 from ovman_eval.generation.plan import GenerationRequest
-from ovman_eval.graph.description import BenchmarkOptions, benchmark_graph, config_for_dataset
+from ovman_eval.graph.description import BenchmarkOptions, NodeSpec, benchmark_graph, config_for_dataset
 from ovman_eval.graph.run import WIRING
 from ovman_eval.runs.results import FINISHED, RESULTS, RUN_FILE, to_json_line
 from ovman_query.arms import BUILT_IN_ARMS
@@ -84,7 +85,7 @@ class Runs:
     graph_dir: Path
     exit_code: int
     log_dir: Path
-    nodes: list[str]
+    nodes: list[NodeSpec]
 
 
 def read_results(run_dir: Path) -> list[dict[str, Any]]:
@@ -124,7 +125,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         )
         pytest.fail(f"the graph exited with {code}; node logs:\n{logs}")
     in_process = [json.loads(to_json_line(r)) for r in summary.records]
-    return Runs(in_process, read_results(graph_dir), graph_dir, code, log_dir, [n.name for n in nodes])
+    return Runs(in_process, read_results(graph_dir), graph_dir, code, log_dir, list(nodes))
 
 
 def test_the_graph_finishes_its_run_in_the_runners_layout(runs: Runs):
@@ -139,11 +140,11 @@ def test_the_graph_finishes_its_run_in_the_runners_layout(runs: Runs):
 
 
 def test_every_node_reports_its_cpu_time_in_its_log(runs: Runs):
-    reports = {}
-    for log in sorted(runs.log_dir.glob("*.log")):
-        reports.update(cpu_time_reports(log.read_text(errors="replace")))
-    assert sorted(reports) == sorted(runs.nodes)
-    assert all(seconds > 0.0 for seconds in reports.values())
+    reports = {log.stem: cpu_time_reports(log.read_text(errors="replace")) for log in runs.log_dir.glob("*.log")}
+    assert sorted(reports) == sorted(n.log_name for n in runs.nodes)
+    for node in runs.nodes:
+        assert list(reports[node.log_name]) == [node.name]
+        assert reports[node.log_name][node.name] > 0.0
 
 
 @pytest.mark.parametrize("arm", ARMS)

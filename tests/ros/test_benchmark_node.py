@@ -158,7 +158,12 @@ def test_the_start_up_wait_names_the_frame_readers_still_missing_at_its_deadline
     player's frames; an agent that subscribes to nothing stops the run at the deadline with an error
     naming it, and only it (mapping_node's subscription came during the wait)."""
     node = BenchmarkNode(
-        CONFIG, context=rclpy_context, parameter_overrides=[Parameter(RUN_AGENT_NAMESPACE, value="lab_agent")]
+        CONFIG,
+        context=rclpy_context,
+        parameter_overrides=[
+            Parameter(RUN_AGENT_NAMESPACE, value="lab_agent"),
+            Parameter("benchmark.arms", value=["two_visit", "external"]),  # no sim_perception mapping_node
+        ],
     )
     player = rclpy.create_node(PLAYER_NODE, namespace=f"/{names.PLAYER_NAMESPACE}", context=rclpy_context)
     mapper = rclpy.create_node(MAPPING_NODE, context=rclpy_context)

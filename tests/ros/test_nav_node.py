@@ -477,7 +477,7 @@ def test_sim_node_world_steps_through_its_private_client_and_reports_a_silent_si
     sim.create_service(Act, names.SIM_ACT, on_act)
     nav = Node("nav_node", context=rclpy_context)
     navigation = dataclasses.replace(CONFIG.nav_node.navigation, sim_timeout_s=0.3)
-    world = SimNodeWorld(nav, ReentrantCallbackGroup(), navigation)
+    world = SimNodeWorld(nav, ReentrantCallbackGroup(), navigation, lambda: None)
     executor = SingleThreadedExecutor(context=rclpy_context)
     executor.add_node(sim)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -579,3 +579,52 @@ def test_plan_path_poses_face_along_the_path_in_map() -> None:
     yaws = [2.0 * math.atan2(p.pose.orientation.z, p.pose.orientation.w) for p in path.poses]
     # World +z is map +x (yaw 0); world +x is map -y (yaw -pi/2); the last pose keeps its heading.
     assert yaws == pytest.approx([0.0, -math.pi / 2, -math.pi / 2])
+
+
+def test_nav_node_reads_the_robots_pose_from_tf_and_its_world_takes_the_newest(rclpy_context) -> None:
+    from ovman_ros.bundle import Transform
+    from ovman_ros.messages import static_tf_message, tf_message
+    from tf2_msgs.msg import TFMessage
+
+    from ovman_core.frames import thor_yaw_to_ros, yaw_quaternion
+    from ovman_nav.nav_node import NavNode
+
+    frames = CONFIG.frames
+    node = NavNode(CONFIG, context=rclpy_context)  # the builtin backend on sim_node's world: none runs
+    probe = rclpy.create_node("robot_tree", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    for each in (node, probe):
+        executor.add_node(each)
+    try:
+        assert node.robot_pose() is None and node.sim is not None
+        with pytest.raises(RuntimeError, match="no agent pose yet"):
+            node.sim.agent_pose()
+        probe.create_publisher(TFMessage, "/tf_static", qos.LATCHED).publish(static_tf_message(frames, 0))
+        tf = probe.create_publisher(TFMessage, "/tf", qos.TF)
+
+        def base(pose: AgentPose) -> Transform:
+            at = thor_to_ros_point((pose.x, 0.0, pose.z))
+            return Transform(frames.odom, frames.base, at, yaw_quaternion(thor_yaw_to_ros(pose.yaw_deg)))
+
+        def spin_until(condition, what: str) -> None:
+            deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
+            while not condition():
+                assert time.monotonic() < deadline, f"{what} within {DISCOVERY_TIMEOUT_S} s"
+                executor.spin_once(timeout_sec=0.02)
+
+        spin_until(lambda: tf.get_subscription_count() > 0, "nav_node's /tf subscription")
+        first, later = AgentPose(1.25, -2.0, 90.0, 0.0), AgentPose(0.5, 3.0, 270.0, 0.0)
+        tf.publish(tf_message([base(first)], 2_000_000_000))
+        spin_until(lambda: node.robot_pose() is not None, "the robot's pose from /tf")
+        pose, stamp = node.robot_pose()
+        assert stamp == 2_000_000_000
+        assert (pose.x, pose.z, pose.yaw_deg) == pytest.approx((first.x, first.z, first.yaw_deg))
+        assert node.sim.agent_pose().floor == pytest.approx(first.floor)
+        tf.publish(tf_message([base(later)], 3_000_000_000))
+        spin_until(lambda: node.robot_pose()[1] == 3_000_000_000, "the newer pose")
+        assert node.sim.agent_pose().floor == pytest.approx(later.floor)
+        assert node.sim.agent_pose().yaw_deg == pytest.approx(270.0)
+    finally:
+        executor.shutdown()
+        probe.destroy_node()
+        node.destroy_node()

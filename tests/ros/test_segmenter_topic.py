@@ -21,6 +21,7 @@ import pytest
 try:
     import rclpy
     from builtin_interfaces.msg import Time
+    from diagnostic_msgs.msg import DiagnosticArray
     from ovman_ros.messages import bundle_messages, camera_bundle_msg, camera_messages, static_tf_message
     from ovman_ros.qos import LATCHED
     from rclpy.executors import SingleThreadedExecutor
@@ -125,6 +126,15 @@ def test_a_map_from_another_nodes_segments_is_the_map_of_the_same_segmenter_in_m
             probe.create_subscription(
                 InstanceMap, f"/{ns}/ovman/map/visit1", lambda m, ns=ns: maps.__setitem__(ns, m), LATCHED
             )
+        waiting: dict[str, int] = {}
+
+        def keep_status(message: DiagnosticArray) -> None:
+            for status in message.status:
+                if status.name.startswith("/topic/mapping_node"):
+                    values = {v.key: v.value for v in status.values}
+                    waiting["frames"] = int(values["frames_waiting_for_segments"])
+
+        probe.create_subscription(DiagnosticArray, "/diagnostics", keep_status, 10)
         finishes = {ns: probe.create_client(MapVisit, f"/{ns}/mapping/finish_visit") for ns in ("reference", "topic")}
 
         def spin(seconds: float, condition, what: str) -> None:
@@ -146,10 +156,24 @@ def test_a_map_from_another_nodes_segments_is_the_map_of_the_same_segmenter_in_m
             tf.publish(frame.tf)
             for camera in cameras:
                 camera.publish(camera_bundle_msg(camera_messages(frame)))
-            if kind == "own":
-                segments.publish(simulator_segments(frame))
         answers = {}
+        if kind == "own":
+            # A finish without a frame count waits for the frames still waiting for their segments:
+            # asked once mapping_node holds every frame (its /diagnostics say so) and before any
+            # segments are published (spun for a second so that the request has arrived).
+            spin(TIMEOUT_S, lambda: waiting.get("frames", 0) >= FRAMES, "the frames waiting for their segments")
+            future = finishes["topic"].call_async(MapVisit.Request(visit=1, expected_frames=0, timeout_s=TIMEOUT_S))
+            end = time.monotonic() + 1.0
+            spin(TIMEOUT_S, lambda: time.monotonic() > end or future.done(), "the finish request to go out")
+            assert not future.done(), future.result().message
+            for frame in frames:
+                segments.publish(simulator_segments(frame))
+            spin(TIMEOUT_S, future.done, "topic finish_visit's answer")
+            answers["topic"] = future.result()
+            assert answers["topic"].success and answers["topic"].frames == FRAMES, answers["topic"].message
         for ns, client in finishes.items():
+            if ns in answers:
+                continue
             future = client.call_async(MapVisit.Request(visit=1, expected_frames=FRAMES, timeout_s=TIMEOUT_S))
             spin(TIMEOUT_S, future.done, f"{ns} finish_visit's answer")
             answers[ns] = future.result()

@@ -39,6 +39,9 @@ class PipBackend:
     def lookup(self, target: str, source: str, stamp_ns: int | None) -> Transform:
         return self.buffer.lookup(target, source, stamp_ns)
 
+    def latest(self, target: str, source: str) -> tuple[Transform, int]:
+        return self.buffer.latest(target, source)
+
     def clear(self) -> None:
         self.buffer.clear()
 
@@ -70,6 +73,9 @@ class Tf2RosBackend:
 
     def lookup(self, target: str, source: str, stamp_ns: int | None) -> Transform:
         return self.lookup_.lookup(target, source, stamp_ns)
+
+    def latest(self, target: str, source: str) -> tuple[Transform, int]:
+        return self.lookup_.latest(target, source)
 
     def clear(self) -> None:
         self.lookup_.clear()
@@ -175,6 +181,19 @@ def test_the_latest_common_time_is_the_oldest_newest_sample_on_the_path(tf):
     robot_tree(tf, stamps=(1 * S, 2 * S))
     tf.set("odom", "base_link", (3.0, 4.0, 0.0), yaw(90.0), 3 * S)  # base_link is newer than camera_link
     assert_pose(tf.lookup("map", "optical", None), *compose(*_edges_at_2s()))
+    latest, stamp = tf.latest("map", "optical")  # what a node reads as its pose now, and when
+    assert stamp == 2 * S
+    assert_pose(latest, *compose(*_edges_at_2s()))
+
+
+def test_the_latest_pose_through_static_transforms_only_is_stamped_zero(tf):
+    tf.set("base_link", "camera_link", (0.1, 0.0, 1.2), pitch(15.0), 5 * S, static=True)
+    transform, stamp = tf.latest("base_link", "camera_link")
+    assert stamp == 0
+    assert_pose(transform, (0.1, 0.0, 1.2), Rotation.from_quat(pitch(15.0)))
+    with pytest.raises(TransformError) as refused:
+        tf.latest("map", "camera_link")
+    assert refused.value.reason == UNKNOWN_FRAME
 
 
 def _edges_at_2s():

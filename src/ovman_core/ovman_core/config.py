@@ -897,7 +897,7 @@ class NavigationParams:
     feedback_period_s: NonNegative
     """(s): nav_node publishes Navigate feedback at most this often; 0: after every action."""
     sim_timeout_s: Positive
-    """(s): without a scene, nav_node waits this long for sim_node's act service, /map, /odom and
+    """(s): without a scene, nav_node waits this long for sim_node's act service, /map, the robot's pose on /tf and
     each Act reply."""
     sequence_actions: Count
     """The most actions sent to a world in one request (sim_node's act_sequence) while a fixed

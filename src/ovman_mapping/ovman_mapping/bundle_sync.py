@@ -58,6 +58,10 @@ class StampSynchronizer(Generic[T]):
         """Stamps held with an incomplete bundle."""
         return len(self._pending)
 
+    def holding(self, key: str) -> int:
+        """Incomplete stamps that hold an item of ``key`` (waiting for the other keys)."""
+        return sum(1 for slot in self._pending.values() if key in slot)
+
     def reset(self) -> None:
         """Forget every pending item, the last completed stamp and the counts (a new stream)."""
         self._pending.clear()

@@ -110,6 +110,7 @@ class MappingNode(GraphNode):
         self.mapper = VisitMapper(
             self.config.mapping_node, self.encoder, segmenter, self.config.shared.limits.max_coordinate
         )
+        self.mapper.warm_up()
         # A label-blind segmenter on the topics reads a robot's four: no instance masks, no labels table.
         self.plain = self.camera_input == bundle.CAMERA_TOPICS_OUTPUT and not segmenter.reads_simulator_segments
         self.topics = PLAIN_CAMERA_MESSAGES if self.plain else CAMERA_MESSAGES
@@ -209,7 +210,7 @@ class MappingNode(GraphNode):
             return
         complete = self.sync.add(topic, stamp, item)
         if complete is not None:
-            self._hold(complete.stamp_ns, complete.items[bundle.RGB_TOPIC].header.frame_id, dict(complete.items))
+            self._await_pose(complete.stamp_ns, complete.items[bundle.RGB_TOPIC].header.frame_id, dict(complete.items))
 
     def _on_camera_bundle(self, data: bytes) -> None:
         """A CameraBundle as received (its CDR), read without copying the images (bundle_cdr.decode)."""
@@ -221,39 +222,33 @@ class MappingNode(GraphNode):
         except (bundle_cdr.CdrError, MapMessageError) as err:
             self._reject(f"{names.CAMERA_BUNDLE}: {err}")
             return
-        self._hold(stamp, frame, items)
+        self._await_pose(stamp, frame, items)
 
     def _on_segments(self, message: Segments) -> None:
         """Another node's segments of one frame: paired with the frame of the same stamp."""
         if self.mapper.visit is None:
             return
         complete = self.segments_sync.add(SEGMENTS, stamp_of(message.header), message)
-        if complete is not None:
-            self._pair(complete.stamp_ns, complete.items)
+        if complete is not None and self._pair(complete.stamp_ns, complete.items):
+            self._fuse_signal.trigger()
 
-    def _pair(self, stamp_ns: int, items: Any) -> None:
-        image_frame, frame_items = items[FRAME]
+    def _pair(self, stamp_ns: int, items: Any) -> bool:
+        """A posed frame and its segments, paired: queued to be fused (False: the segments refused)."""
+        frame_items, pose = items[FRAME]
         rgb = frame_items[bundle.RGB_TOPIC]
         try:
             segmentation = segmentation_from_msg(items[SEGMENTS], rgb.width, rgb.height, rgb.header.frame_id)
         except SegmentsError as err:
             self._reject(f"{names.SEGMENTS} at {stamp_ns} ns: {err}")
-            return
+            return False
         message = items[SEGMENTS]
         frame_items[SEGMENTS] = (segmentation, bool(message.exact_labels), message.segmenter)
-        self._await_pose(stamp_ns, image_frame, frame_items)
-
-    def _hold(self, stamp_ns: int, image_frame: str, items: dict[str, Any]) -> None:
-        """A complete frame (items keyed by topic) waits for its segments (``segmenter.kind: topic``)."""
-        if self.segments is None:
-            self._await_pose(stamp_ns, image_frame, items)
-            return
-        complete = self.segments_sync.add(FRAME, stamp_ns, (image_frame, items))
-        if complete is not None:
-            self._pair(complete.stamp_ns, complete.items)
+        self.queue.put(stamp_ns, (frame_items, pose))
+        return True
 
     def _await_pose(self, stamp_ns: int, image_frame: str, items: dict[str, Any]) -> None:
-        """A complete frame (items keyed by topic) waits for its camera pose."""
+        """A complete frame (items keyed by topic) waits for its camera pose, then (``segmenter.kind:
+        topic``) for its segments: the pose first, as the frame tree keeps only ``tf_cache_s`` of history."""
         frame = self.config.mapping_node.node.optical_frame or image_frame
         if not frame:
             self._reject(
@@ -270,9 +265,15 @@ class MappingNode(GraphNode):
             return
         ready, dropped = self.poses.poll(time.monotonic())
         self._dropped(dropped)
+        queued = False
         for items, pose in ready:
-            self.queue.put(stamp_of(items[bundle.RGB_TOPIC].header), (items, pose))
-        if ready:
+            stamp = stamp_of(items[bundle.RGB_TOPIC].header)
+            if self.segments is None:
+                self.queue.put(stamp, (items, pose))
+                queued = True
+            elif (complete := self.segments_sync.add(FRAME, stamp, (items, pose))) is not None:
+                queued = self._pair(complete.stamp_ns, complete.items) or queued
+        if queued:
             self._fuse_signal.trigger()
 
     def _fuse_queued(self) -> None:
@@ -345,6 +346,7 @@ class MappingNode(GraphNode):
             "segments_late": counts.stale[SEGMENTS],
             "frames_late": counts.stale[FRAME],
             "segments_pending": self.segments_sync.pending,
+            "frames_waiting_for_segments": self.segments_sync.holding(FRAME),
         }
 
     def _segments_state(self) -> str:
@@ -442,10 +444,15 @@ class MappingNode(GraphNode):
             self._finishing = None
             self.destroy_timer(timer)
 
+    def _in_flight(self) -> bool:
+        """Whether a received frame still waits for its segments, its pose or to be fused."""
+        waiting_for_segments = self._segment_counts().get("frames_waiting_for_segments", 0)
+        return bool(waiting_for_segments or self.poses.pending or len(self.queue) or self._fusing)
+
     async def _drained(self, timeout_s: float) -> None:
-        """Return once no frame waits for its pose or to be fused, or ``timeout_s`` (s) has passed."""
+        """Return once no received frame is in flight (:meth:`_in_flight`), or ``timeout_s`` (s) has passed."""
         deadline = time.monotonic() + timeout_s
-        while (self.poses.pending or len(self.queue) or self._fusing) and time.monotonic() < deadline:
+        while self._in_flight() and time.monotonic() < deadline:
             future: Future[bool] = Future(executor=self.executor)
             steady = Clock(clock_type=ClockType.STEADY_TIME)
             timer = self.create_timer(DRAIN_POLL_S, lambda f=future: f.done() or f.set_result(True), clock=steady)

@@ -28,7 +28,20 @@ if TYPE_CHECKING:
 
 SEGMENTER_KINDS = ("learned", "simulator", "clip", "topic")
 TOPIC = "topic"
+SIMULATOR = "simulator"
+"""The simulator's own segments (ground truth: the sim_perception arm's maps); every other kind reads pixels only."""
 PRECISIONS = ("float32", "bfloat16")
+SEGMENTER_NODE_PARAMETERS = (
+    "segmenter.",
+    "encoder.",
+    "node.camera_input",
+    "node.qos_depth",
+    "node.qos_keep_all",
+    "node.sync_max_pending",
+    "node.step_dt",
+)
+"""The mapping_node parameters (keys and key prefixes) segmenter_node declares too: the segmenter it
+runs, the clip backend's model, how it reads the camera."""
 
 
 class SegmenterError(RuntimeError):

@@ -2,11 +2,11 @@
 
 A thin node around :func:`ovman_mapping.segmenter.make_segmenter`: each camera frame (the colour,
 depth and camera_info topics synchronised by exact stamp, or one ``camera/bundle``, by
-``node.camera_input``) is segmented and its segments go out on ``segmentation/segments`` with the
-colour image's header, for a mapping_node with ``segmenter.kind: topic`` (the way a robot's own
-segmenter plugs in). Its parameters are mapping_node's ``segmenter.*``, ``encoder.*`` (the clip
-backend's model) and the camera input keys, so one parameter file serves both nodes; ``kind: topic``
-is refused. No pose, no ground truth but the simulator backend's masks (the sim_perception route).
+``node.camera_input``; read while the segments have a subscriber) is segmented, its segments go out
+on ``segmentation/segments`` with the colour image's header for a mapping_node of ``segmenter.kind:
+topic`` (how a robot's own segmenter plugs in). Parameters: mapping_node's ``segmenter.*``,
+``encoder.*`` and camera input keys (one parameter file serves both; ``kind: topic`` refused). No
+pose; no ground truth but the simulator backend's masks (the sim_perception route).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from ovman_ros.messages import CAMERA_MESSAGES, PLAIN_CAMERA_MESSAGES, camera_item, header_msg
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
+from rclpy.clock import Clock, ClockType
 
 from ovman_core.config import ConfigError, OvmanConfig, load_config
 from ovman_interfaces.msg import CameraBundle, Segments
@@ -28,14 +29,21 @@ from ovman_mapping.map_messages import (
     observation_from_camera,
     observation_from_topics,
 )
-from ovman_mapping.segmenter import TOPIC, SegmenterError, check_frame, make_segmenter
+from ovman_mapping.segmenter import (
+    SEGMENTER_NODE_PARAMETERS,
+    TOPIC,
+    SegmenterError,
+    check_frame,
+    make_segmenter,
+)
 from ovman_mapping.segments_messages import segments_msg
 from ovman_ros import bundle, bundle_cdr, names, qos
 
 NODE_NAME = "segmenter_node"
 OWNER = "mapping_node"
 """The config section whose keys this node declares (the segmenter mapping_node would run)."""
-PARAMETERS = ("segmenter.", "encoder.", "node.camera_input", "node.qos_depth", "node.sync_max_pending", "node.step_dt")
+LAZY_PERIOD_S = 0.05
+"""(s, steady clock): how often the node looks whether its segments have a subscriber."""
 
 
 class SegmenterNode(GraphNode):
@@ -44,7 +52,7 @@ class SegmenterNode(GraphNode):
     def __init__(self, config: OvmanConfig | None = None, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
         config = config if config is not None else load_config()
-        self.config = config_from_parameters(self, config, [(OWNER, prefix) for prefix in PARAMETERS])
+        self.config = config_from_parameters(self, config, [(OWNER, prefix) for prefix in SEGMENTER_NODE_PARAMETERS])
         self.refuse_parameter_changes()
         self.qos_event_warnings = self.config.shared.ros.qos_event_warnings
         mapping = self.config.mapping_node
@@ -64,16 +72,39 @@ class SegmenterNode(GraphNode):
         self.topics = PLAIN_CAMERA_MESSAGES if plain else CAMERA_MESSAGES
         self.sync: StampSynchronizer[Any] = StampSynchronizer(self.topics, mapping.node.sync_max_pending)
         self.published = self.rejected = 0
-        frames_qos = qos.frames(mapping.node.qos_depth)
-        self._segments = self.create_publisher(Segments, names.SEGMENTS, frames_qos)
-        if self.camera_input == bundle.CAMERA_BUNDLE_OUTPUT:
-            self.create_subscription(CameraBundle, names.CAMERA_BUNDLE, self._on_camera_bundle, frames_qos, raw=True)
-        else:
-            for topic, kind in self.topics.items():
-                self.create_subscription(
-                    kind, names.relative(topic), functools.partial(self._on_message, topic), frames_qos
-                )
-        self.get_logger().info(f"segmenter {self.segmenter.description}; publishing {names.SEGMENTS}")
+        self._frames_qos = qos.frames(mapping.node.qos_depth, keep_all=mapping.node.qos_keep_all)
+        self._segments = self.create_publisher(Segments, names.SEGMENTS, self._frames_qos)
+        self._camera: list[Any] = []
+        """The camera subscriptions, made while the segments have a subscriber (:meth:`_lazy`)."""
+        self.create_timer(LAZY_PERIOD_S, self._lazy, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.get_logger().info(
+            f"segmenter {self.segmenter.description}; publishing {names.SEGMENTS}, reading the camera while "
+            "it has a subscriber"
+        )
+
+    def _lazy(self) -> None:
+        """Read the camera only while a subscriber is matched to the segments (image_proc's lazy
+        subscription): no frame is segmented for nobody, and none goes out before its reader matched."""
+        wanted = self._segments.get_subscription_count() > 0
+        if wanted and not self._camera:
+            if self.camera_input == bundle.CAMERA_BUNDLE_OUTPUT:
+                self._camera = [
+                    self.create_subscription(
+                        CameraBundle, names.CAMERA_BUNDLE, self._on_camera_bundle, self._frames_qos, raw=True
+                    )
+                ]
+            else:
+                self._camera = [
+                    self.create_subscription(
+                        kind, names.relative(topic), functools.partial(self._on_message, topic), self._frames_qos
+                    )
+                    for topic, kind in self.topics.items()
+                ]
+        elif not wanted and self._camera:
+            for subscription in self._camera:
+                self.destroy_subscription(subscription)
+            self._camera = []
+            self.sync.reset()
 
     def _on_message(self, topic: str, message: Any) -> None:
         try:

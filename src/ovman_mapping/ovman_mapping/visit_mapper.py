@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ovman_core.camera import Intrinsics
 from ovman_core.config import MappingConfig
+from ovman_mapping.backprojection import hue_saturation_cells
 from ovman_mapping.cross_visit import PriorVisit
 from ovman_mapping.encoders import FeatureEncoder
 from ovman_mapping.fusion import MapBuilder
@@ -56,6 +57,11 @@ class VisitMapper:
         self.camera: Intrinsics | None = None
         """The open visit's camera: the intrinsics of its first fused frame."""
         self.prior: PriorVisit | None = None
+
+    def warm_up(self) -> None:
+        """Build now what a process's first frame would otherwise build (0.7 s on this machine: the
+        colour table of the instances' hue-saturation histograms), so that it waits for nothing."""
+        hue_saturation_cells(self.config.encoder.colour_bins)
 
     @property
     def frames(self) -> int:

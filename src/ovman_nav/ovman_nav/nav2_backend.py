@@ -145,14 +145,20 @@ class Nav2Backend:
         target_updates: TargetUpdates | None = None,
         should_cancel: Callable[[], bool] | None = None,
         on_progress: Callable[[NavProgress], None] | None = None,
+        robot_pose: Callable[[], AgentPose | None] | None = None,
     ) -> NavResult:
-        run = _Nav2Run(self, choose_goal or (lambda t: t.point))
+        """``robot_pose``: the robot's pose now (nav_node: its base frame in ``map`` on TF), read
+        at the start and at every poll; without it, or while it gives None, the feedback's pose."""
+        run = _Nav2Run(self, choose_goal or (lambda t: t.point), robot_pose)
         return run.execute(target, target_updates, should_cancel, on_progress)
 
 
 class _Nav2Run:
-    def __init__(self, backend: Nav2Backend, choose_goal: GoalChooser) -> None:
+    def __init__(
+        self, backend: Nav2Backend, choose_goal: GoalChooser, robot_pose: Callable[[], AgentPose | None] | None
+    ) -> None:
         self.backend = backend
+        self.robot_pose = robot_pose
         self.nav = backend.navigator
         self.settings = backend.settings
         self.choose_goal = choose_goal
@@ -169,6 +175,7 @@ class _Nav2Run:
         should_cancel: Callable[[], bool] | None,
         on_progress: Callable[[NavProgress], None] | None,
     ) -> NavResult:
+        self.observe(None)  # where the robot starts, when the frame tree says
         if target is None or not target.finite:
             return self.finish(NavError.NO_TARGET, f"no usable target: {target}")
         if not self.send(target):
@@ -180,12 +187,11 @@ class _Nav2Run:
                 self.nav.cancelTask()
                 return self.finish(NavError.CANCELED, "navigation was canceled")
             feedback = self.nav.getFeedback()
-            if feedback is not None:
-                self.observe(feedback)
-                if on_progress is not None and self.pose is not None:
-                    on_progress(
-                        NavProgress(self.pose, target.point, float(feedback.distance_remaining), 0, 0, self.replans)
-                    )
+            self.observe(feedback)
+            if feedback is not None and on_progress is not None and self.pose is not None:
+                on_progress(
+                    NavProgress(self.pose, target.point, float(feedback.distance_remaining), 0, 0, self.replans)
+                )
             if self.arrived(target):
                 self.nav.cancelTask()  # our success geometry holds: no need to reach Nav2's goal pose
                 return self.finish(NavError.NONE, "", success=True)
@@ -204,9 +210,7 @@ class _Nav2Run:
                     NavError.TIMEOUT, f"Nav2 did not finish within navigation.nav2_timeout_s={self.settings.timeout_s}"
                 )
             self.backend.sleep(self.settings.poll_period_s)
-        feedback = self.nav.getFeedback()
-        if feedback is not None:
-            self.observe(feedback)
+        self.observe(self.nav.getFeedback())
         outcome = getattr(self.nav.getResult(), "name", "UNKNOWN")
         if outcome == "SUCCEEDED":
             if self.pose is None or self.arrived(target):
@@ -231,14 +235,20 @@ class _Nav2Run:
         self.goals_sent += 1
         return bool(self.nav.goToPose(goal_pose(goal, target.point, self.settings.frame_id)))
 
-    def observe(self, feedback: Any) -> None:
-        pose = pose_from_feedback(feedback)
+    def observe(self, feedback: Any | None) -> None:
+        """The robot's pose now: from ``robot_pose`` when it gives one, else from ``feedback``."""
+        pose = self.robot_pose() if self.robot_pose is not None else None
+        if pose is None and feedback is not None:
+            pose = pose_from_feedback(feedback)
+        if feedback is not None:
+            self.recoveries = int(feedback.number_of_recoveries)
+        if pose is None:
+            return
         if self.pose is not None:
             self.path_length += math.hypot(pose.x - self.pose.x, pose.z - self.pose.z)
         if not self.trajectory or self.trajectory[-1] != pose.floor:
             self.trajectory.append(pose.floor)
         self.pose = pose
-        self.recoveries = int(feedback.number_of_recoveries)
 
     def arrived(self, target: NavTarget) -> bool:
         return self.pose is not None and embodied_success(self.pose.floor, target.region, self.settings.success_radius)

@@ -18,8 +18,10 @@ from typing import Any
 
 from builtin_interfaces.msg import Duration
 from nav_msgs.msg import OccupancyGrid, Path
-from ovman_ros.messages import header_msg, occupancy_grid_msg, stamp_of
+from ovman_ros.messages import base_pose_of, header_msg, occupancy_grid_msg, stamp_of
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
+from ovman_ros.tf_buffer import TransformError
+from ovman_ros.tf_listener import transform_source
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -39,6 +41,7 @@ from ovman_core.grid import (
     grid_from_reachable,
     to_occupancy_fields,
 )
+from ovman_core.world_state import AgentPose
 from ovman_interfaces.action import Navigate
 from ovman_interfaces.msg import TargetUpdate
 from ovman_nav.executor import (
@@ -113,6 +116,12 @@ class NavNode(GraphNode):
         if nav.backend not in ("builtin", "nav2"):
             raise ConfigError(f"navigation.backend = {nav.backend!r}; expected builtin or nav2")
         group = ReentrantCallbackGroup()
+        # The robot's own pose: its base frame in map on the frame tree, the latest there is.
+        try:
+            ros = self.config.shared.ros
+            self.tf, tf_backend = transform_source(self, ros.tf_backend, ros.tf_cache_s)
+        except ValueError as err:
+            raise ConfigError(f"config /** ros.tf_backend: {err}") from None
         world: NavigableWorld | None = None
         if nav.scene:
             if world_factory is None:
@@ -124,8 +133,10 @@ class NavNode(GraphNode):
             world = world_factory(self.config)
             self.get_logger().info(f"driving its own {self.config.sim_node.world.kind} world, scene {nav.scene}")
         elif nav.backend == "builtin":
-            self.sim = SimNodeWorld(self, group, nav)
+            self.sim = SimNodeWorld(self, group, nav, self.robot_pose)
             self.get_logger().info(f"driving sim_node's world through {names.SIM_ACT}")
+        frames = self.config.frames
+        self.get_logger().info(f"the robot's pose: {frames.base} in {frames.map} from {tf_backend}")
         self.world = world
         self.nav2 = (
             Nav2Backend(basic_navigator(), Nav2Settings.from_config(self.config)) if nav.backend == "nav2" else None
@@ -148,6 +159,16 @@ class NavNode(GraphNode):
             cancel_callback=lambda request: CancelResponse.ACCEPT,
             callback_group=group,
         )
+
+    def robot_pose(self) -> tuple[AgentPose, int] | None:
+        """The robot's base (``frames.base``) in ``frames.map`` at the latest time the frame tree
+        knows, and that stamp (ns); None while the tree does not connect them."""
+        frames = self.config.frames
+        try:
+            transform, stamp = self.tf.latest(frames.map, frames.base)
+        except TransformError:
+            return None
+        return base_pose_of(transform), stamp
 
     # parameters
 
@@ -289,7 +310,12 @@ class NavNode(GraphNode):
         if self.nav2 is not None:
             choose = nearest_success_cell(self.world, settings) if self.world is not None else None
             return self.nav2.navigate(
-                target, choose_goal=choose, target_updates=updates, should_cancel=cancel, on_progress=progress
+                target,
+                choose_goal=choose,
+                target_updates=updates,
+                should_cancel=cancel,
+                on_progress=progress,
+                robot_pose=lambda: seen[0] if (seen := self.robot_pose()) is not None else None,
             )
         world = self.world
         if world is None and self.sim is not None:

@@ -2,18 +2,18 @@
 
 Actions through sim_node's ``sim/act`` (or, for a fixed target, the plan's predicted actions
 through ``sim/act_sequence``), the reachable grid from sim_node's latched ``map``, the pose from
-the last Act reply or ``odom``.
+the last Act reply or, when newer, the base frame in ``map`` on the frame tree (nav_node's TF).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from geometry_msgs.msg import Pose
-from nav_msgs.msg import OccupancyGrid, Odometry
+from nav_msgs.msg import OccupancyGrid
 from ovman_ros.messages import floor_pose_msg, stamp_of, start_pose_from_msg
 from ovman_ros.spinning import GraphNode
 from rclpy.client import Client
@@ -31,6 +31,10 @@ from ovman_ros import names, qos
 
 ACT_CLIENT_NODE = "_nav_node_act"
 """Hidden node (leading underscore) holding :class:`SimNodeWorld`'s Act client."""
+POSE_POLL_S = 0.01
+"""(s): how often :meth:`SimNodeWorld.wait_ready` looks for the robot's pose on the frame tree."""
+RobotPose = Callable[[], tuple[AgentPose, int] | None]
+"""The robot's pose now as the frame tree gives it, and its stamp (ns); None while it gives none."""
 
 
 class SimNodeWorld:
@@ -38,7 +42,8 @@ class SimNodeWorld:
 
     Actions go through sim_node's Act service; the reachable positions are the free cells of
     sim_node's latched ``map`` (recomputed by sim_node whenever a visit loads); the pose is the
-    last Act reply, or ``odom`` (volatile) before the first action (``odom`` = ``map`` in simulation).
+    last Act reply, or ``robot_pose`` (the base frame on the frame tree) when that is newer: before
+    the first action, and after a visit loads.
 
     The Act clients live on a private hidden node that only :meth:`step` and :meth:`step_sequence`
     spin, with its own single-threaded executor, in the thread running the goal: a synchronous
@@ -47,7 +52,7 @@ class SimNodeWorld:
     run; none with the private executor).
     """
 
-    def __init__(self, node: Node, group: Any, navigation: NavigationParams) -> None:
+    def __init__(self, node: Node, group: Any, navigation: NavigationParams, robot_pose: RobotPose) -> None:
         self.timeout_s = navigation.sim_timeout_s
         self.position_tolerance = navigation.sequence_position_tolerance
         self.yaw_tolerance_deg = navigation.sequence_yaw_tolerance_deg
@@ -68,14 +73,11 @@ class SimNodeWorld:
         self._lock = threading.Lock()
         self._map: OccupancyGrid | None = None
         self._pose: AgentPose | None = None
-        self._odom_pose: Pose | None = None
-        """The latest /odom pose not yet converted: converted only when read (/odom arrives after
-        every action, the pose is read far less often, and an Act reply also gives it)."""
+        self._pose_stamp_ns = -1
+        """Stamp of ``_pose``: a pose on the frame tree replaces it only when newer."""
+        self._robot_pose = robot_pose
         self._have_map = threading.Event()
-        self._have_pose = threading.Event()
         node.create_subscription(OccupancyGrid, names.MAP, self._on_map, qos.LATCHED, callback_group=group)
-        # Volatile, as odometry is published: it matches any odometry publisher (volatile or latched).
-        node.create_subscription(Odometry, names.ODOM, self._on_odom, qos.frames(1), callback_group=group)
 
     def wait_ready(self) -> str:
         """Wait up to ``timeout_s`` for the act service, a map and a pose; the reason when missing."""
@@ -83,19 +85,23 @@ class SimNodeWorld:
             return f"sim_node's {names.SIM_ACT} service is not available"
         if not self._have_map.wait(self.timeout_s):
             return f"no {names.MAP} from sim_node (is a live visit loaded?)"
-        if not self._have_pose.wait(self.timeout_s):
-            # The visit's odometry went out before this subscription matched: ask through a Stop.
+        deadline = time.monotonic() + self.timeout_s
+        while self._pose is None and self._robot_pose() is None and time.monotonic() < deadline:
+            time.sleep(POSE_POLL_S)  # the frame tree is fed on the node's other executor thread
+        if self._pose is None and self._robot_pose() is None:
+            # No pose on the frame tree yet (sim_node's transforms not matched): ask through a Stop.
             problem = self.refresh_pose()
             if problem:
-                return f"no {names.ODOM} from sim_node, and a Stop failed: {problem}"
+                return f"no pose of the robot's base on {names.TF} from sim_node, and a Stop failed: {problem}"
         return ""
 
     def agent_pose(self) -> AgentPose:
         with self._lock:
-            if self._odom_pose is not None:
-                self._pose, self._odom_pose = start_pose_from_msg(self._odom_pose, 0.0), None
+            seen = self._robot_pose()
+            if seen is not None and seen[1] > self._pose_stamp_ns:
+                self._pose, self._pose_stamp_ns = seen
             if self._pose is None:
-                raise RuntimeError(f"no agent pose from sim_node yet ({names.ODOM})")
+                raise RuntimeError(f"no agent pose yet: none on {names.TF} and no action taken")
             return self._pose
 
     def reachable_positions(self) -> list[Vec2]:
@@ -107,7 +113,7 @@ class SimNodeWorld:
 
     def refresh_pose(self) -> str:
         """Read the agent's pose now through a Stop (it moves nothing and advances no time): the
-        latched ``odom`` of a visit loaded just before the goal may not have been handled yet.
+        transforms of a visit loaded just before the goal may not have been received yet.
         Returns the problem, or "" when the pose is current."""
         result = self.step(Action.STOP)
         return "" if result.success else result.message
@@ -118,9 +124,8 @@ class SimNodeWorld:
         if reply is None:
             return ActionResult(False, message=f"sim_node did not answer {action.value} within {self.timeout_s} s")
         with self._lock:
-            self._pose, self._odom_pose = start_pose_from_msg(reply.pose.pose, 0.0), None
-            self.last_stamp_ns = stamp_of(reply.pose.header)
-        self._have_pose.set()
+            self._pose = start_pose_from_msg(reply.pose.pose, 0.0)
+            self._pose_stamp_ns = self.last_stamp_ns = stamp_of(reply.pose.header)
         return ActionResult(reply.success, reply.collided, reply.message)
 
     def step_sequence(
@@ -153,8 +158,8 @@ class SimNodeWorld:
         if not last.success:
             done[-1] = (dataclasses.replace(last, message=reply.message), pose)
         with self._lock:
-            self._pose, self._odom_pose = pose, None
-            self.last_stamp_ns = stamp_of(reply.poses[len(done) - 1].header)
+            self._pose = pose
+            self._pose_stamp_ns = self.last_stamp_ns = stamp_of(reply.poses[len(done) - 1].header)
         return done
 
     def _call(self, client: Client, request: Any, what: str) -> Any:
@@ -170,11 +175,6 @@ class SimNodeWorld:
         with self._lock:
             self._map = message
         self._have_map.set()
-
-    def _on_odom(self, message: Odometry) -> None:
-        with self._lock:
-            self._odom_pose = message.pose.pose
-        self._have_pose.set()
 
     def destroy(self) -> None:
         self._act_executor.remove_node(self._act_node)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -299,9 +299,19 @@ def floor_pose_msg(pose: AgentPose) -> Pose:
 def start_pose_from_msg(pose: Pose, horizon_deg: float) -> AgentPose:
     """An AgentPose (AI2-THOR world frame) from a base pose in ``map`` (REP 103): position x, y and
     the yaw about z; ``horizon_deg`` positive looks down."""
-    x, _, z = ros_to_thor_point((pose.position.x, pose.position.y, pose.position.z))
     q = pose.orientation
-    yaw = float(Rotation.from_quat((q.x, q.y, q.z, q.w)).as_euler("ZYX")[0])
+    return agent_pose_of((pose.position.x, pose.position.y, pose.position.z), (q.x, q.y, q.z, q.w), horizon_deg)
+
+
+def base_pose_of(transform: bundle.Transform) -> AgentPose:
+    """The robot's AgentPose from its base frame in ``map`` as TF gives it (horizon 0)."""
+    return agent_pose_of(transform.translation, transform.rotation, 0.0)
+
+
+def agent_pose_of(position: Sequence[float], rotation: Sequence[float], horizon_deg: float) -> AgentPose:
+    """An AgentPose from a base position (m) and rotation (x, y, z, w) in ``map`` (REP 103)."""
+    x, _, z = ros_to_thor_point(tuple(float(v) for v in position))
+    yaw = float(Rotation.from_quat(tuple(float(v) for v in rotation)).as_euler("ZYX")[0])
     # Round off the float noise of the quaternion round trip (worlds snap yaws to their turn step).
     yaw_deg = round(ros_yaw_to_thor(yaw), 9) % 360.0
     return AgentPose(x=x, z=z, yaw_deg=yaw_deg, horizon_deg=float(horizon_deg))

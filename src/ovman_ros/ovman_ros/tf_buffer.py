@@ -46,6 +46,11 @@ class TransformLookup(Protocol):
         """``source`` in ``target`` at ``stamp_ns`` (None: the latest common time); TransformError."""
         ...
 
+    def latest(self, target: str, source: str) -> tuple[Transform, int]:
+        """``source`` in ``target`` at the latest common time, and that time (ns; 0 when every
+        transform on the way is static); TransformError."""
+        ...
+
     def clear(self) -> None:
         """Forget the moving transforms' history (tf2's ``clear``); static transforms stay."""
         ...
@@ -180,6 +185,13 @@ class TransformBuffer:
         pq = pq_from_transform(matrix)
         w, x, y, z = (float(v) for v in pq[3:])
         return Transform(target, source, (float(pq[0]), float(pq[1]), float(pq[2])), (x, y, z, w))
+
+    def latest(self, target: str, source: str) -> tuple[Transform, int]:
+        target, source = target.lstrip("/"), source.lstrip("/")
+        stamp = 0
+        if target != source and self._manager.has_frame(target) and self._manager.has_frame(source):
+            stamp = self._latest_common(self._path(target, source))
+        return self.lookup(target, source, stamp), stamp
 
     def _path(self, target: str, source: str) -> list[str]:
         nodes = self._manager.nodes

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,8 @@ class BufferListener:
         self, node: Node, buffer: TransformBuffer, on_transform: Callable[[], None] | None, keep_all: bool = False
     ) -> None:
         self.buffer, self._node, self._on_transform = buffer, node, on_transform
+        self._lock = threading.Lock()
+        """The buffer is read and fed from any executor thread (nav_node reads it while a goal runs)."""
         self.refused = 0
         """Transforms refused as malformed (not finite, a zero quaternion, a frame its own parent)."""
         # keep_all: no transform lost while the node lags (frames kept by their own keep_all wait for them).
@@ -82,15 +85,22 @@ class BufferListener:
         # clears the history where its stream restarts (mapping_node: at every start_visit).
 
     def clear(self) -> None:
-        self.buffer.clear()
+        with self._lock:
+            self.buffer.clear()
 
     def lookup(self, target: str, source: str, stamp_ns: int | None) -> Transform:
-        return self.buffer.lookup(target, source, stamp_ns)
+        with self._lock:
+            return self.buffer.lookup(target, source, stamp_ns)
+
+    def latest(self, target: str, source: str) -> tuple[Transform, int]:
+        with self._lock:
+            return self.buffer.latest(target, source)
 
     def _on(self, message: TFMessage, static: bool) -> None:
         for stamped in message.transforms:
             try:
-                self.buffer.set_transform(*transform_of(stamped), static=static)
+                with self._lock:
+                    self.buffer.set_transform(*transform_of(stamped), static=static)
             except ValueError as err:
                 self.refused += 1
                 self._node.get_logger().warning(f"refused a transform: {err}", throttle_duration_sec=5.0)
@@ -112,7 +122,13 @@ class Tf2RosLookup:
         self.buffer.clear()
 
     def lookup(self, target: str, source: str, stamp_ns: int | None) -> Transform:
-        when = Time() if stamp_ns is None else Time(nanoseconds=int(stamp_ns))
+        transform, _ = self._lookup(target, source, Time() if stamp_ns is None else Time(nanoseconds=int(stamp_ns)))
+        return transform
+
+    def latest(self, target: str, source: str) -> tuple[Transform, int]:
+        return self._lookup(target, source, Time())  # tf2 stamps it with the latest common time
+
+    def _lookup(self, target: str, source: str, when: Time) -> tuple[Transform, int]:
         try:
             stamped = self.buffer.lookup_transform(target, source, when)
         except self._tf2.LookupException as err:
@@ -121,8 +137,7 @@ class Tf2RosLookup:
             raise TransformError(DISCONNECTED, str(err)) from None
         except self._tf2.ExtrapolationException as err:
             raise TransformError(_extrapolation_reason(str(err)), str(err)) from None
-        transform, _ = transform_of(stamped)
-        return transform
+        return transform_of(stamped)
 
 
 def _extrapolation_reason(message: str) -> str:

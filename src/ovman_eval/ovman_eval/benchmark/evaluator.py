@@ -259,6 +259,11 @@ class GroupEvaluator:
         self.agent.remember(agent_maps, entry)
         return entry
 
+    def given_simulator_maps(self, records: Sequence[EpisodeRecord], entry: GroupMaps) -> None:
+        """The maps of the simulator's segments of ``records``' group, built elsewhere (the graph's
+        sim_perception mapping_node): what :meth:`arm_maps` gives sim_perception for that group."""
+        self._simulator_maps = ((records[0].group_id, None), entry)
+
     def arm_segmenter(self, arm: Arm) -> str:
         """The ``mapping_node.segmenter.kind`` of the maps ``arm`` reads."""
         return SIMULATOR if arm is Arm.SIM_PERCEPTION else self.agent_segmenter

@@ -34,14 +34,12 @@ from ovman_eval.runs.fingerprint import source_fingerprint
 from ovman_eval.task.episodes import EpisodeRecord
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
 from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
-from ovman_mapping.segmenter import segmenter_identity
+from ovman_mapping.segmenter import SIMULATOR, segmenter_identity
 from ovman_query.association import CUES, Association
 from ovman_sim.recording import SEGMENT_TOPICS, RecordedFrame, RecordingError, has_segments, read_visit
 
 ENTRY_SUFFIX = ".maps"
 """The file name suffix of an entry (after its key)."""
-SIMULATOR = "simulator"
-"""``mapping_node.segmenter.kind`` of the simulator's segments (every other kind reads pixels only)."""
 UNAVAILABLE = "unavailable"
 """The key of ``GroupMaps.diagnostics`` (and of a result's diagnostics) when they cannot be computed."""
 NO_SEGMENTS = {

@@ -148,7 +148,7 @@ class RunningGraph:
         if echo:
             process = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=arm)
             return NodeProcess(spec, process, None)
-        log_path = self.log_dir / f"{spec.name}.log"
+        log_path = self.log_dir / f"{spec.log_name}.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 command,

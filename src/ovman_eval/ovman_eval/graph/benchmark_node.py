@@ -1,12 +1,12 @@
 """benchmark_node: drives the benchmark's episodes through the real graph and writes the run directory.
 
-Per recorded group: both visits mapped by mapping_node as the player plays them, the static gate
-through query_node, then every embodied run on sim_node and nav_node, up to ``node.groups_ahead``
-groups prepared ahead; scores and files are the runner's (:mod:`ovman_eval.graph.run`). Frames:
-REP 103 ``map`` on the wire, AI2-THOR world in the core.
-
-Why one module: each method is one call sequence or callback of its wiring to five nodes; what they
-compute lives in ROS-free modules (``graph.run``, ``graph.followers``, ``graph.group_pipeline``).
+Per recorded group: both visits mapped as the player plays them by mapping_node (and, for
+sim_perception, by the ``sim_perception`` mapping_node fusing segmenter_node's simulator segments),
+the static gate through query_node, then every embodied run on sim_node and nav_node, up to
+``node.groups_ahead`` groups prepared ahead; scores and files are the runner's (:mod:`ovman_eval.graph.run`).
+Frames: REP 103 ``map`` on the wire, AI2-THOR world in the core. Why one module: each method is one call
+sequence or callback of its wiring to the other nodes; what they compute lives in ROS-free modules
+(``graph.run``, ``graph.followers``, ``graph.group_pipeline``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ from ovman_eval.graph.description import (
     RUN_DIR,
     RUN_OUTPUT,
     RUN_STATIC_ONLY,
+    SEGMENTER_NODE,
+    SIM_PERCEPTION_NAMESPACE,
     USE_SIM_TIME,
+    builds_simulator_maps,
 )
 from ovman_eval.graph.followers import SightFollower, TruthFollower, TruthMessage
 from ovman_eval.graph.group_pipeline import GraphCallError, GroupPipeline
@@ -119,8 +122,6 @@ PLAYER_LOAD_SERVICE = f"{names.PLAYER_NAMESPACE}/{names.SIM_LOAD_VISIT}"
 PLAYER_PLAY_SERVICE = f"{names.PLAYER_NAMESPACE}/{names.SIM_PLAY_TOUR}"
 PLAYED_TRUTH_TOPIC = f"{names.PLAYER_NAMESPACE}/{names.GROUND_TRUTH}"
 """The player's (:data:`ovman_ros.names.PLAYER_NAMESPACE`) services and ground truth, relative names."""
-START_VISIT_SERVICE = names.MAPPING_START_VISIT
-FINISH_VISIT_SERVICE = names.MAPPING_FINISH_VISIT
 SIM_NODE = "sim_node"
 SIM_GET_PARAMETERS = f"{SIM_NODE}/get_parameters"
 SIM_SET_PARAMETERS = f"{SIM_NODE}/set_parameters"
@@ -143,6 +144,32 @@ FRAME_QOS = qos.frames(1000)
 """sim_node's frames (ground truth, camera) as they come, none lost while the node is busy elsewhere."""
 CAMERA_SYNC_PENDING = 30
 """Most stamps with an incomplete camera bundle held while following a moving target."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Mapper:
+    """A mapping_node of the graph by its namespace relative to the graph's: the agent's (""), or
+    the one of the simulator's segments (:data:`SIM_PERCEPTION_NAMESPACE`); its names, relative."""
+
+    namespace: str
+
+    def name(self, relative: str) -> str:
+        return f"{self.namespace}/{relative}" if self.namespace else relative
+
+    @property
+    def start_visit(self) -> str:
+        return self.name(names.MAPPING_START_VISIT)
+
+    @property
+    def finish_visit(self) -> str:
+        return self.name(names.MAPPING_FINISH_VISIT)
+
+    def map_topic(self, visit: int) -> str:
+        return self.name(names.VISIT_MAP.format(visit=visit))
+
+
+AGENT_MAPPER = Mapper("")
+SIMULATOR_MAPPER = Mapper(SIM_PERCEPTION_NAMESPACE)
 
 
 def world_floor(point: Point) -> Vec2:
@@ -240,17 +267,24 @@ class BenchmarkNode(GraphNode):
             cli_args=["--ros-args", "-r", f"/clock:={names.CLOCK}"],
             parameter_overrides=[self.get_parameter(USE_SIM_TIME)],
         )
+        self.mappers: tuple[Mapper, ...] = (AGENT_MAPPER,)
+        """The graph's mapping_nodes: the agent's, and the simulator's segments' when the run builds
+        those maps (the arm sim_perception)."""
+        arms = self.config.benchmark_node.benchmark.arms
+        if builds_simulator_maps(arms, self.config.mapping_node.segmenter.kind):
+            self.mappers += (SIMULATOR_MAPPER,)
         self.clients_by_name: dict[str, Client] = {
             LOAD_VISIT_SERVICE: self.create_client(LoadVisit, LOAD_VISIT_SERVICE),
             ACT_SERVICE: self.create_client(Act, ACT_SERVICE),
             PLAYER_LOAD_SERVICE: self.create_client(LoadVisit, PLAYER_LOAD_SERVICE),
             PLAYER_PLAY_SERVICE: self.create_client(PlayTour, PLAYER_PLAY_SERVICE),
-            START_VISIT_SERVICE: self.create_client(MapVisit, START_VISIT_SERVICE),
-            FINISH_VISIT_SERVICE: self.create_client(MapVisit, FINISH_VISIT_SERVICE),
             names.QUERY: self.create_client(Query, names.QUERY),
             SIM_GET_PARAMETERS: self.create_client(GetParameters, SIM_GET_PARAMETERS),
             SIM_SET_PARAMETERS: self.create_client(SetParameters, SIM_SET_PARAMETERS),
         }
+        for mapper in self.mappers:
+            self.clients_by_name[mapper.start_visit] = self.create_client(MapVisit, mapper.start_visit)
+            self.clients_by_name[mapper.finish_visit] = self.create_client(MapVisit, mapper.finish_visit)
         namespace = str(self.run_inputs[RUN_AGENT_NAMESPACE]).strip("/")
         self.agent = AgentServices(namespace) if namespace else None
         """The external agent's services (the arm external), or None."""
@@ -258,17 +292,21 @@ class BenchmarkNode(GraphNode):
             self.clients_by_name[self.agent.start_visit] = self.create_client(MapVisit, self.agent.start_visit)
             self.clients_by_name[self.agent.finish_visit] = self.create_client(MapVisit, self.agent.finish_visit)
             self.clients_by_name[self.agent.query] = self.create_client(Query, self.agent.query)
+        handshake = HANDSHAKE_NODES
+        if SIMULATOR_MAPPER in self.mappers:
+            handshake += tuple(SIMULATOR_MAPPER.name(node) for node in (SEGMENTER_NODE, MAPPING_NODE))
         self._handshake_clients = {SIM_NODE: self.clients_by_name[SIM_GET_PARAMETERS]} | {
-            node: self.create_client(GetParameters, f"{node}/get_parameters") for node in HANDSHAKE_NODES
+            node: self.create_client(GetParameters, f"{node}/get_parameters") for node in handshake
         }
         """Each server node's parameter service: what :meth:`wait_for_graph` shakes hands with."""
-        self.maps: dict[int, list[InstanceMapMsg]] = {1: [], 2: []}
-        self.map_counts = {1: 0, 2: 0}
-        for visit in (1, 2):
+        self.maps: dict[tuple[Mapper, int], InstanceMapMsg] = {}
+        """The latest map of each mapping_node and visit."""
+        self.map_counts = {(mapper, visit): 0 for mapper in self.mappers for visit in (1, 2)}
+        for mapper, visit in self.map_counts:
             self.create_subscription(
                 InstanceMapMsg,
-                names.VISIT_MAP.format(visit=visit),
-                functools.partial(self._keep_map, visit),
+                mapper.map_topic(visit),
+                functools.partial(self._keep_map, mapper, visit),
                 qos.LATCHED,
             )
         self.grid_count, self.grid = 0, OccupancyGrid()
@@ -313,9 +351,9 @@ class BenchmarkNode(GraphNode):
 
     # ---------------------------------------------------------------- callbacks
 
-    def _keep_map(self, visit: int, message: InstanceMapMsg) -> None:
-        self.maps[visit] = [message]
-        self.map_counts[visit] += 1
+    def _keep_map(self, mapper: Mapper, visit: int, message: InstanceMapMsg) -> None:
+        self.maps[(mapper, visit)] = message
+        self.map_counts[(mapper, visit)] += 1
         self._step_preparation()
 
     def _keep_grid(self, message: OccupancyGrid) -> None:
@@ -422,13 +460,17 @@ class BenchmarkNode(GraphNode):
         self.sim_camera_bundle = bundle.CAMERA_BUNDLE_OUTPUT in outputs
 
     def wait_for_frame_readers(self, deadline: float) -> None:
-        """Until this node's view of the graph shows mapping_node's subscription to the player's
-        frames, and the external agent's (a node in its namespace) when there is one, until
-        ``deadline`` (monotonic s). Each play then asks the player to match every subscription seen
-        (:meth:`frame_subscriptions`), so that no reader misses the first frames of a visit."""
+        """Until this node's view of the graph shows the subscription to the player's frames of
+        every node that reads them (:meth:`_frame_readers`), and the external agent's (a node in its
+        namespace) when there is one, until ``deadline`` (monotonic s). Each play then asks the
+        player to match every subscription seen (:meth:`frame_subscriptions`), so that no reader
+        misses the first frames of a visit."""
         graph = self.get_namespace()
         agent = self.resolve_topic_name(self.agent.namespace) if self.agent is not None else None
-        readers = {f"{MAPPING_NODE} in {graph}": lambda ns, node: ns == graph and node == MAPPING_NODE}
+        readers = {
+            f"{node} in {space}": lambda ns, name, space=space, node=node: ns == space and name == node
+            for space, node in self._frame_readers(graph)
+        }
         if agent is not None:
             readers[f"the external agent in {agent}"] = lambda ns, node: ns == agent or ns.startswith(f"{agent}/")
 
@@ -448,6 +490,17 @@ class BenchmarkNode(GraphNode):
             ),  # the readers still missing at the deadline
             max(deadline - time.monotonic(), 0.0),
         )
+
+    def _frame_readers(self, graph: str) -> list[tuple[str, str]]:
+        """(namespace, node) of each of the graph's nodes that reads the player's frames: the
+        mapping_nodes, and segmenter_node (subscribed once its segments have a reader)."""
+        readers = []
+        for mapper in self.mappers:
+            space = f"{graph.rstrip('/')}/{mapper.namespace}" if mapper.namespace else graph
+            readers.append((space, MAPPING_NODE))
+            if mapper.namespace:
+                readers.append((space, SEGMENTER_NODE))
+        return readers
 
     def player_topics(self) -> list[str]:
         """The topics the player publishes under its namespace (fully qualified), as this node sees them."""
@@ -550,7 +603,9 @@ class BenchmarkNode(GraphNode):
         """``unit``'s maps (:meth:`_map_steps`), then the static result of each of its pending
         (episode, arm, seed), in order (query_node answers from this group's maps)."""
         records = [evaluator.records[e] for e in unit.episode_ids]
-        maps = yield from self._map_steps(unit, records[0], evaluator.dataset)
+        maps, simulator_maps = yield from self._map_steps(unit, records[0], evaluator.dataset)
+        if simulator_maps is not None:
+            evaluator.given_simulator_maps(records, simulator_maps)
         static: list[StaticWork] = []
         static_s = 0.0
         for episode_id, arm_name, seed in unit.pending:
@@ -569,25 +624,33 @@ class BenchmarkNode(GraphNode):
             static_s += time.perf_counter() - clock
         return PreparedGroup(maps, tuple(static), static_s)
 
-    def _map_steps(self, unit: WorkUnit, record: EpisodeRecord, dataset: Path) -> StepsT[GroupMaps]:
-        """Both visits of ``unit`` through the player and mapping_node, then query_node's change set."""
+    def _map_steps(
+        self, unit: WorkUnit, record: EpisodeRecord, dataset: Path
+    ) -> StepsT[tuple[GroupMaps, GroupMaps | None]]:
+        """Both visits of ``unit`` through the player and the mapping_nodes, then query_node's change
+        set: the agent's maps, and the simulator's segments' (None when the run builds none)."""
         changes = self.change_sets
         truth = PlayedTruth(dataset, record)
-        map1, _ = yield from self._visit_steps(1, truth)
-        map2, _ = yield from self._visit_steps(2, truth)
+        visit1 = yield from self._visit_steps(1, truth)
+        visit2 = yield from self._visit_steps(2, truth)
         yield Wait.within(
             lambda: self.change_sets > changes, "query_node's change set of the new maps", self.waits.message_timeout_s
         )
-        margin = self.config.benchmark_node.diagnostics.truth_margin
-        return graph_group_maps(unit.group_id, map1, map2, truth.truth(), margin)
+        margin, group_truth = self.config.benchmark_node.diagnostics.truth_margin, truth.truth()
+        built = [
+            graph_group_maps(unit.group_id, map1, map2, group_truth, margin)
+            for map1, map2 in zip(visit1, visit2, strict=True)
+        ]
+        return built[0], (built[1] if len(built) > 1 else None)
 
-    def _visit_steps(self, visit: int, truth: PlayedTruth) -> StepsT[tuple[InstanceMap, dict[str, int]]]:
-        """mapping_node maps the recording of ``visit`` as the player plays it; the received map.
-        The ground-truth records of the played frames go to ``truth``."""
+    def _visit_steps(self, visit: int, truth: PlayedTruth) -> StepsT[list[InstanceMap]]:
+        """Every mapping_node maps the recording of ``visit`` as the player plays it; the received
+        maps, in :attr:`mappers` order. The ground-truth records of the played frames go to ``truth``."""
         recording = truth.recordings[visit]
-        started = yield from self._call_steps(START_VISIT_SERVICE, MapVisit.Request(visit=visit))
-        if not started.success:
-            raise GraphCallError(f"{START_VISIT_SERVICE} visit {visit}: {started.message}")
+        for mapper in self.mappers:
+            started = yield from self._call_steps(mapper.start_visit, MapVisit.Request(visit=visit))
+            if not started.success:
+                raise GraphCallError(f"{mapper.start_visit} visit {visit}: {started.message}")
         if self.agent is not None:
             yield from self._agent_visit_steps(self.agent.start_visit, MapVisit.Request(visit=visit))
         loaded = yield from self._call_steps(PLAYER_LOAD_SERVICE, LoadVisit.Request(recording=str(recording)))
@@ -610,19 +673,24 @@ class BenchmarkNode(GraphNode):
             raise GraphCallError(
                 f"{PLAYED_TRUTH_TOPIC}: {truth.counts[visit]} records while {recording} played {played.frames} frames"
             )
-        received = self.map_counts[visit]
+        received = {mapper: self.map_counts[(mapper, visit)] for mapper in self.mappers}
         request = MapVisit.Request(visit=visit, expected_frames=played.frames)
-        finished = yield from self._call_steps(FINISH_VISIT_SERVICE, request)
-        if not finished.success:
-            raise GraphCallError(f"{FINISH_VISIT_SERVICE} visit {visit}: {finished.message}")
+        for mapper in self.mappers:
+            finished = yield from self._call_steps(mapper.finish_visit, request)
+            if not finished.success:
+                raise GraphCallError(f"{mapper.finish_visit} visit {visit}: {finished.message}")
         if self.agent is not None:
             yield from self._agent_visit_steps(self.agent.finish_visit, request)
-        yield Wait.within(
-            lambda: self.map_counts[visit] > received,
-            f"the visit-{visit} map on /ovman/map/visit{visit}",
-            self.waits.message_timeout_s,
-        )
-        return instance_map_from_msg(self.maps[visit][-1], self.config.shared.limits)
+        maps = []
+        for mapper in self.mappers:
+            yield Wait.within(
+                lambda mapper=mapper: self.map_counts[(mapper, visit)] > received[mapper],
+                f"the visit-{visit} map on {mapper.map_topic(visit)}",
+                self.waits.message_timeout_s,
+            )
+            map_, _ = instance_map_from_msg(self.maps[(mapper, visit)], self.config.shared.limits)
+            maps.append(map_)
+        return maps
 
     def _agent_visit_steps(self, service: str, request: MapVisit.Request) -> StepsT[None]:
         """The external agent's start or finish of ``request.visit``; a finish must report every

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters
-from ovman_eval.runs.results import ARM_ORDER, EXTERNAL_ARM, parse_seeds
+from ovman_eval.runs.results import ARM_ORDER, EXTERNAL_ARM, SIM_PERCEPTION_ARM, parse_seeds
+from ovman_mapping.segmenter import SEGMENTER_NODE_PARAMETERS, SIMULATOR, TOPIC
 from ovman_ros import bundle, names
 
 ParameterValue = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
@@ -27,6 +28,12 @@ PLAYER_NODE = "player"
 """The second sim_node of the graph, which plays the recorded tours, in the namespace
 :data:`ovman_ros.names.PLAYER_NAMESPACE` under the graph's (topics ``player/camera/bundle``...)."""
 MAPPING_NODE = "mapping_node"
+SEGMENTER_NODE = "segmenter_node"
+SIM_PERCEPTION_NAMESPACE = "sim_perception"
+"""Where the sim_perception arm's maps are built, under the graph's namespace: segmenter_node with the
+simulator's segments publishing ``sim_perception/segmentation/segments``, and a second mapping_node
+(``segmenter.kind: topic``) fusing them into ``sim_perception/ovman/map/visit<n>`` (the route a
+robot's own segmenter takes). Both read the player's frames and tree."""
 QUERY_NODE = "query_node"
 NAV_NODE = "nav_node"
 BENCHMARK_NODE = "benchmark_node"
@@ -57,11 +64,6 @@ RUN_AGENT_NAMESPACE = "run.agent_namespace"
 (relative: under the graph's namespace), for the arm ``external``; empty without it."""
 USE_SIM_TIME = "use_sim_time"
 """rclpy's own parameter: the node's clock follows the ``clock`` topic (``/clock`` remapped to it)."""
-SIM_TIME_NODES = (SIM_NODE, PLAYER_NODE, MAPPING_NODE, QUERY_NODE, NAV_NODE, BENCHMARK_NODE)
-"""The nodes given the launch argument ``use_sim_time``: all of them, so every output is stamped in
-the ``clock`` time base (sim_node's). sim_node's clock stands still through a static run, so two
-visit maps may carry the same stamp: query_node pairs a visit-2 map with the visit-1 map it names
-(InstanceMap ``follows``), not by stamps."""
 
 
 class GraphError(ValueError):
@@ -95,7 +97,7 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
     LaunchArgument(
         "use_sim_time",
         "true",
-        "true: sim_node, the player, query_node, nav_node and benchmark_node follow sim_node's clock topic",
+        "true: every node of the graph follows sim_node's clock topic",
     ),
     LaunchArgument(
         "agent_namespace",
@@ -123,7 +125,9 @@ class BenchmarkOptions:
     namespace: str = ""
     """The graph's namespace, absolute ("" or "/robot1"); every node's names resolve under it."""
     use_sim_time: bool = True
-    """``use_sim_time`` of every node (:data:`SIM_TIME_NODES`)."""
+    """``use_sim_time`` of every node: each output is stamped in the ``clock`` time base (sim_node's).
+    sim_node's clock stands still through a static run, so two visit maps may carry the same stamp:
+    query_node pairs a visit-2 map with the visit-1 map it names (InstanceMap ``follows``)."""
     agent_namespace: str = ""
     """Where an external agent serves its services, relative to the graph's namespace: required
     with the arm ``external`` and refused without it (docs/external-agent.md)."""
@@ -230,6 +234,11 @@ class NodeSpec:
         """The fully qualified node name (``/robot1/sim_node``)."""
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def log_name(self) -> str:
+        """Its log's file name without the suffix: the full name, dotted (``robot1.sim_node``)."""
+        return self.full_name.strip("/").replace("/", ".")
+
     def params_document(self) -> dict[str, Any]:
         """This node's block of a ROS 2 params file: ``{full name: {ros__parameters: {...}}}`` (nested)."""
         nested: dict[str, Any] = {}
@@ -256,14 +265,35 @@ class NodeTemplate:
     subnamespace: str = ""
     """Relative, under the graph's namespace ("" = the graph's own)."""
     ends_graph: bool = False
+    graph_remappings: tuple[tuple[str, str], ...] = ()
+    """(from, to) pairs whose ``to`` is relative to the graph's namespace, not the node's (a node in a
+    subnamespace reading the graph's topics): absolute once the graph's namespace is known."""
+    for_simulator_maps: bool = False
+    """In the graph only when the run builds the simulator's maps (:func:`builds_simulator_maps`)."""
+
+    @property
+    def key(self) -> str:
+        """The node's name relative to the graph's namespace (``sim_perception/mapping_node``)."""
+        return f"{self.subnamespace}/{self.name}" if self.subnamespace else self.name
 
     def namespace(self, graph_namespace: str) -> str:
         """The node's absolute namespace in a graph under ``graph_namespace`` ("" or "/run1")."""
         return f"{graph_namespace}/{self.subnamespace}" if self.subnamespace else graph_namespace
 
+    def remappings_in(self, graph_namespace: str) -> tuple[tuple[str, str], ...]:
+        """Every remapping of the node in a graph under ``graph_namespace``."""
+        return self.remappings + tuple((a, f"{graph_namespace}/{b}") for a, b in self.graph_remappings)
+
 
 # The conventionally absolute /clock, /tf and /tf_static resolve in each node's namespace.
 _BASE = names.NAMESPACED_REMAPPINGS
+_PLAYER_CAMERA = (
+    ("/clock", names.CLOCK),
+    ("/tf", f"{names.PLAYER_NAMESPACE}/{names.TF}"),
+    ("/tf_static", f"{names.PLAYER_NAMESPACE}/{names.TF_STATIC}"),
+    (names.CAMERA_BUNDLE, f"{names.PLAYER_NAMESPACE}/{names.CAMERA_BUNDLE}"),
+)
+"""The graph's clock, and the player's camera and frame tree (targets relative to the graph's namespace)."""
 BENCHMARK_NODES: tuple[NodeTemplate, ...] = (
     NodeTemplate(SIM_NODE, "ovman_sim", "sim_node", "ovman_sim.sim_node", _BASE),
     NodeTemplate(
@@ -274,22 +304,42 @@ BENCHMARK_NODES: tuple[NodeTemplate, ...] = (
         "ovman_mapping",
         "mapping_node",
         "ovman_mapping.mapping_node",
-        (
-            ("/clock", names.CLOCK),
-            # The player's camera, and its frame tree for the camera's pose.
-            ("/tf", f"{names.PLAYER_NAMESPACE}/{names.TF}"),
-            ("/tf_static", f"{names.PLAYER_NAMESPACE}/{names.TF_STATIC}"),
-            (names.CAMERA_BUNDLE, f"{names.PLAYER_NAMESPACE}/{names.CAMERA_BUNDLE}"),
-        ),
+        _PLAYER_CAMERA,  # in the graph's namespace: relative targets resolve there
+    ),
+    NodeTemplate(
+        SEGMENTER_NODE,
+        "ovman_mapping",
+        "segmenter_node",
+        "ovman_mapping.segmenter_node",
+        subnamespace=SIM_PERCEPTION_NAMESPACE,
+        graph_remappings=_PLAYER_CAMERA,
+        for_simulator_maps=True,
+    ),
+    NodeTemplate(
+        MAPPING_NODE,
+        "ovman_mapping",
+        "mapping_node",
+        "ovman_mapping.mapping_node",
+        subnamespace=SIM_PERCEPTION_NAMESPACE,
+        graph_remappings=_PLAYER_CAMERA,
+        for_simulator_maps=True,
     ),
     NodeTemplate(QUERY_NODE, "ovman_query", "query_node", "ovman_query.query_node", _BASE),
     NodeTemplate(NAV_NODE, "ovman_nav", "nav_node", "ovman_nav.nav_node", _BASE),
     NodeTemplate(BENCHMARK_NODE, PACKAGE, "benchmark_node", "ovman_eval.graph.benchmark_node", _BASE, ends_graph=True),
 )
-"""The six nodes of the benchmark graph, in start order; the player runs sim_node's program with
-sim_node's parameters, mapping_node maps the player's camera. With the tours on their own node,
-benchmark_node maps the next group while sim_node and nav_node run the current one's embodied runs;
-the two never share a topic, so the live camera never reaches the maps nor the tours nav_node's odom."""
+"""The nodes of the benchmark graph, in start order; the player runs sim_node's program with
+sim_node's parameters, mapping_node maps the player's camera, and so do the two nodes of
+:data:`SIM_PERCEPTION_NAMESPACE` when the run builds the simulator's maps. With the tours on their
+own node, benchmark_node maps the next group while sim_node and nav_node run the current one's
+embodied runs; the two never share a topic, so the live camera never reaches the maps nor the tours
+nav_node's pose."""
+
+
+def builds_simulator_maps(arms: Sequence[str], agent_segmenter: str) -> bool:
+    """Whether a graph running ``arms`` with the agent on ``agent_segmenter`` (``mapping_node.segmenter.kind``)
+    builds maps of the simulator's segments: for sim_perception, unless the agent's maps are those."""
+    return SIM_PERCEPTION_ARM in arms and agent_segmenter != SIMULATOR
 
 
 def _checked(node: str, params: Mapping[str, Any]) -> dict[str, ParameterValue]:
@@ -338,6 +388,8 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
     # wait (they are the frames qos_keep_all would hold in DDS anyway). Extrapolation stays refused.
     mapping["node.tf_timeout_s"] = max(config.mapping_node.node.tf_timeout_s, config.mapping_node.node.finish_timeout_s)
     mapping["node.tf_max_pending"] = GRAPH_MAX_PENDING
+    agent_segmenter = config.mapping_node.segmenter.kind
+    simulator_maps = builds_simulator_maps(options.arms, agent_segmenter)
     # Frames travel as one CameraBundle each (one take instead of six); RViz also gets the
     # standard camera topics when it watches.
     sim["node.camera_output"] = bundle.CAMERA_BOTH_OUTPUT if options.rviz else bundle.CAMERA_BUNDLE_OUTPUT
@@ -349,6 +401,15 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
         window = config.mapping_node.node.qos_depth
         sim.update({"node.play_period_s": 0.0, "node.act_camera": False, "node.qos_depth": window})
         mapping["node.qos_keep_all"] = True
+    by_node: dict[str, dict[str, Any]] = {}
+    if simulator_maps:
+        # sim_perception's maps: the simulator's segments from segmenter_node, fused by a mapping_node
+        # of kind topic wired as the agent's; a frame may wait for its segments as for its pose.
+        sim_mapping = {**mapping, "segmenter.kind": TOPIC, "node.sync_max_pending": GRAPH_MAX_PENDING}
+        segmenter_keys = [k for k in mapping if k.startswith(SEGMENTER_NODE_PARAMETERS)]
+        segmenter = {k: mapping[k] for k in segmenter_keys} | {"segmenter.kind": SIMULATOR}
+        by_node[f"{SIM_PERCEPTION_NAMESPACE}/{SEGMENTER_NODE}"] = segmenter
+        by_node[f"{SIM_PERCEPTION_NAMESPACE}/{MAPPING_NODE}"] = sim_mapping
     nav["navigation.scene"] = ""
     bench.update(
         {
@@ -361,26 +422,28 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
             RUN_AGENT_NAMESPACE: options.agent_namespace,
         }
     )
-    by_node = {SIM_NODE: sim, MAPPING_NODE: mapping, QUERY_NODE: query, NAV_NODE: nav, BENCHMARK_NODE: bench}
-    for name in SIM_TIME_NODES:
-        by_node.get(name, sim)[USE_SIM_TIME] = options.use_sim_time  # the player runs with sim_node's parameters
+    by_node.update({SIM_NODE: sim, MAPPING_NODE: mapping, QUERY_NODE: query, NAV_NODE: nav, BENCHMARK_NODE: bench})
+    for params in by_node.values():  # and the player, which runs with sim_node's
+        params[USE_SIM_TIME] = options.use_sim_time
     checked = {name: _checked(name, params) for name, params in by_node.items()}
-    checked[PLAYER_NODE] = checked[SIM_NODE]  # the player plays the recordings of sim_node's world
+    player = f"{names.PLAYER_NAMESPACE}/{PLAYER_NODE}"
+    checked[player] = checked[SIM_NODE]  # the player plays the recordings of sim_node's world
     if options.agent_namespace:
         # An external agent maps the played visits from the standard camera topics.
-        checked[PLAYER_NODE] = {**checked[SIM_NODE], "node.camera_output": bundle.CAMERA_BOTH_OUTPUT}
+        checked[player] = {**checked[SIM_NODE], "node.camera_output": bundle.CAMERA_BOTH_OUTPUT}
     return tuple(
         NodeSpec(
             t.name,
             t.package,
             t.executable,
             t.module,
-            checked[t.name],
-            t.remappings,
+            checked[t.key],
+            t.remappings_in(options.namespace),
             ends_graph=t.ends_graph,
             namespace=t.namespace(options.namespace),
         )
         for t in BENCHMARK_NODES
+        if simulator_maps or not t.for_simulator_maps
     )
 
 

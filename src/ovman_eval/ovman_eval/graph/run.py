@@ -57,8 +57,8 @@ QUERY_ARMS = frozenset({Arm.TWO_VISIT, Arm.TWO_VISIT_TEXT, Arm.CATEGORY_ONLY})
 """Arms benchmark_node asks query_node for (``/ovman/query``). The others run in benchmark_node
 from the received maps and the episode record: oracle_grounding and maintained_map (given the true
 category of every received instance, from its points), oracle_positions and given_answer are given ground truth,
-sim_perception reads maps built in benchmark_node from the simulator's segments of the
-recordings (the graph's mapping_node runs the agent's segmenter), and single_visit is seeded per
+sim_perception reads the maps of the ``sim_perception`` mapping_node (segmenter_node's simulator
+segments of the played recordings), and single_visit is seeded per
 episode and scored with its exact success probability, which needs the answer point; query_node
 never receives either."""
 NO_DIAGNOSTICS = {"visit1": {}, "visit2": {}, "memory": {}}

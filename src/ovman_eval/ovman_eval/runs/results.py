@@ -74,6 +74,8 @@ sim_perception diagnostic, the single-visit arm, the rungs of the error budget, 
 category-only baseline, the maintained map, then an external agent evaluated through the graph."""
 EXTERNAL_ARM = "external"
 """The arm of an agent outside OVMAN (ovman_query.arms.Arm.EXTERNAL), evaluated through the graph only."""
+SIM_PERCEPTION_ARM = "sim_perception"
+"""The arm on maps of the simulator's segments (ovman_query.arms.Arm.SIM_PERCEPTION)."""
 
 
 BASELINE = "baseline"
@@ -578,6 +580,7 @@ __all__ = [
     "PARTIAL_SKETCHES",
     "RESULTS",
     "RUN_FILE",
+    "SIM_PERCEPTION_ARM",
     "SKETCHES",
     "TIMINGS",
     "DamagedLine",
