@@ -34,9 +34,10 @@ def rendered_tour(config: OvmanConfig, width: int, height: int) -> tuple[list, o
     return frames, objects
 
 
-def peak_rss_gb(pid: int) -> float:
+def rss_gb(pid: int, field: str = "VmHWM") -> float:
+    """A process's peak (``VmHWM``) or current (``VmRSS``) resident memory (GB)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 2**20
     return float("nan")
 
@@ -88,7 +89,10 @@ def run_robot_mode(config: OvmanConfig, width: int, height: int, rate_hz: float,
             executor.spin_once(timeout_sec=0.05)
         period = 1.0 / rate_hz
         start = time.monotonic()
+        by_minute = []
         for k, observation in enumerate(itertools.islice(itertools.cycle(frames), count)):
+            if k % round(60 * rate_hz) == 0:
+                by_minute.append(rss_gb(node.pid, "VmRSS"))
             while time.monotonic() < start + k * period:
                 executor.spin_once(timeout_sec=max(0.0, start + k * period - time.monotonic()))
             stamp = probe.get_clock().now().nanoseconds
@@ -100,6 +104,7 @@ def run_robot_mode(config: OvmanConfig, width: int, height: int, rate_hz: float,
         settle = time.monotonic() + 3.0
         while time.monotonic() < settle:
             executor.spin_once(timeout_sec=0.05)
+        during = {kv.key: kv.value for kv in statuses[-1].status[0].values}
         future = finish.call_async(MapVisit.Request(visit=1, expected_frames=0, timeout_s=10.0))
         while not future.done():
             executor.spin_once(timeout_sec=0.05)
@@ -110,7 +115,11 @@ def run_robot_mode(config: OvmanConfig, width: int, height: int, rate_hz: float,
             f"published {count}, fused {fused}, skipped while fusing {skipped}, over max_rate "
             f"{values['skipped_over_max_rate']}; fused {fused / seconds:.1f} frames/s over the run; latency "
             f"(image stamp to fused) p50 {values['latency_p50_ms']} ms, p95 {values['latency_p95_ms']} ms "
-            f"(last {min(fused, 300)} frames); peak RSS {peak_rss_gb(node.pid):.2f} GB"
+            f"(last {min(fused, 300)} frames); peak RSS {rss_gb(node.pid):.2f} GB"
+        )
+        print(
+            f"RSS at each minute's start (GB): {', '.join(f'{gb:.2f}' for gb in by_minute)}; frames kept for the "
+            f"evidence {during['frames_kept_for_evidence']} (every {during['kept_frame_stride']}th)"
         )
         met = skipped == 0 and fused == count and float(values["latency_p95_ms"]) <= 100.0
         print(f"goal (every frame fused at {rate_hz:g} Hz, p95 <= 100 ms): {'met' if met else 'missed'}")

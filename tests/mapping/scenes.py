@@ -134,6 +134,7 @@ class OneHotEncoder:
 
     kind = "onehot"
     description = "onehot (test double)"
+    reads_views = False
 
     def __init__(self, vocabulary: Sequence[str]) -> None:
         self.words = sorted({w for phrase in vocabulary for w in label_text(phrase).split()})

@@ -31,6 +31,8 @@ def test_a_finished_visit_is_the_map_of_its_frames_with_their_stamps(mapper):
     assert stamps == [1_000 + n for n in range(len(FRAMES))]
     assert [(i.uid, i.label, i.position) for i in instance_map] == [(i.uid, i.label, i.position) for i in reference]
     assert mapper.visit is None and mapper.frames == 0
+    # Its map messages carry no per-frame history, so a robot's long visit keeps none.
+    assert instance_map.history == () and len(reference.history) == len(FRAMES) == instance_map.frames
 
 
 def test_frames_outside_a_visit_are_counted_and_dropped(mapper):

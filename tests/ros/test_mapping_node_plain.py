@@ -94,22 +94,14 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
     # per visit, so each is dropped and counted (VisitError), and the node goes on.
     unreadable = [(frames[4][0] + n, scaled_down(rendered[4]), frames[4][2]) for n in (1, 2)]
 
-    node = NodeProcess(
-        [
-            sys.executable,
-            "-m",
-            "ovman_mapping.mapping_node",
-            "--ros-args",
-            "-p",
-            "segmenter.kind:=learned",
-            "-p",
-            "node.camera_input:=topics",
-            "-p",
-            "node.frame_policy:=keep_all",
-        ],
-        tmp_path / "mapping.log",
-        "mapping_node",
-    )
+    # The frames go out in one burst, more than the 30 the synchroniser and the pose gate hold by
+    # default: under load the colour images or the poses arrive well ahead of the rest, and the
+    # oldest frames would be dropped (counted) before their last part came.
+    burst = str(2 * (FRAMES + len(unreadable)))
+    command = [sys.executable, "-m", "ovman_mapping.mapping_node", "--ros-args",
+               "-p", "segmenter.kind:=learned", "-p", "node.camera_input:=topics", "-p", "node.frame_policy:=keep_all",
+               "-p", f"node.sync_max_pending:={burst}", "-p", f"node.tf_max_pending:={burst}"]  # fmt: skip
+    node = NodeProcess(command, tmp_path / "mapping.log", "mapping_node")
     probe = rclpy.create_node("plain_camera", context=rclpy_context)
     executor = SingleThreadedExecutor(context=rclpy_context)
     executor.add_node(probe)

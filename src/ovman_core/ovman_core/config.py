@@ -575,6 +575,19 @@ class MappingParams:
     vacancy_min_pixels: CountOrZero
     """(px): a frame judges an instance only if the instance would cover this much of that frame's
     image."""
+    frame_memory_mb: Positive
+    """(MB): the most a visit's map builder keeps of its frames' depth and segment ids for the
+    free-space and cross-visit evidence, read after the visit's last frame. Past it every 2nd kept
+    frame is dropped, then every 4th, and so on (ovman_mapping.frame_store): a robot's long tour
+    keeps evenly spread frames, its vacancy steps coarser. A benchmark visit (about 150 frames of
+    0.4 MB at 320x240) stays far below it; a 848x480 frame takes 2.4 MB.
+    """
+    fold_points: Count
+    """A track holding more of its sightings' points than this sums them per voxel (edge
+    ``voxel_size``; ovman_mapping.track_cloud), so that an object sighted for minutes costs its
+    voxels, not its frames. Its geometry is the same mean point per voxel; its vacancy check points
+    are subsampled from those means instead of the raw points. No track of a benchmark visit
+    reaches it."""
     cross_visit_empty_fraction: Annotated[Fraction, AtLeast("cross_visit_occupied_fraction", strict=True)]
     """A frame of the other visit sees an instance's place empty when at least this share of its
     visible points has the observed depth more than ``vacancy_margin`` behind them (depth only, no

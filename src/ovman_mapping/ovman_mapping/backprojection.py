@@ -274,7 +274,8 @@ def segment_frame(
         if end - start < params.min_segment_points:
             continue
         segment_id = int(ids[start])
-        points = voxel_points[voxel_bounds[k] : voxel_bounds[k + 1]]
+        # A copy: a track keeps its sightings' points, and a view would keep the whole frame's.
+        points = voxel_points[voxel_bounds[k] : voxel_bounds[k + 1]].copy()
         if params.segment_outlier_removal:
             points = remove_outliers(points, params.outlier_neighbours, params.outlier_std_ratio)
         out.append(

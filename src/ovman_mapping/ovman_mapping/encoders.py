@@ -44,6 +44,8 @@ class FeatureEncoder(Protocol):
     """Shared interface of the encoders."""
 
     kind: str
+    reads_views: bool
+    """Whether :meth:`embed_instances` looks at the evidence's views (map builders keep crops only then)."""
 
     @property
     def description(self) -> str:
@@ -149,6 +151,7 @@ class LabelEncoder:
     """Offline encoder: label distributions and text through MiniLM (384-d)."""
 
     kind = "label"
+    reads_views = False
 
     def __init__(self, config: EncoderConfig, torch_threads: int = 0) -> None:
         self.config = config
@@ -240,6 +243,7 @@ class ClipEncoder:
     """open_clip encoder: image crops and text in one space."""
 
     kind = "clip"
+    reads_views = True
 
     def __init__(self, config: EncoderConfig, torch_threads: int = 0) -> None:
         if "{}" not in config.clip_prompt:
@@ -340,8 +344,12 @@ def make_encoder(config: EncoderConfig, torch_threads: int = 0) -> FeatureEncode
     then torch runs ``torch_threads`` intra-op threads (0: torch's default)."""
     if torch_threads < 0:
         raise EncoderError(f"torch_threads must be 0 (torch's default) or more, got {torch_threads}")
-    if config.kind == "label":
-        return LabelEncoder(config, torch_threads)
-    if config.kind == "clip":
-        return ClipEncoder(config, torch_threads)
-    raise EncoderError(f"encoder.kind {config.kind!r} is not one of {', '.join(ENCODER_KINDS)}")
+    return encoder_class(config.kind)(config, torch_threads)
+
+
+def encoder_class(kind: str) -> type[LabelEncoder] | type[ClipEncoder]:
+    """The encoder class of ``encoder.kind`` ``kind``."""
+    for cls in (LabelEncoder, ClipEncoder):
+        if cls.kind == kind:
+            return cls
+    raise EncoderError(f"encoder.kind {kind!r} is not one of {', '.join(ENCODER_KINDS)}")

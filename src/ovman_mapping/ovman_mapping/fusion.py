@@ -1,9 +1,9 @@
 """Per-visit map building: fuse the segments of a visit's frames into 3D instances.
 
-Fusion uses **geometry and features only**; ground-truth instance ids are never read. Each frame's
-segments join the tracks they match or start new ones; after the last frame fragments are merged,
-free-space evidence marks tracks vacated or arrived, moving tracks are linked and a second visit gets
-the cross-visit evidence. Every frame's map state is kept. World frame: AI2-THOR's (metres, y up).
+Geometry and features only; ground-truth ids are never read. Each frame's segments join the tracks
+they match or start new ones; after the last frame fragments are merged, free-space evidence marks
+tracks vacated or arrived, moving tracks are linked and a second visit gets the cross-visit evidence.
+Frames are kept within ``mapping.frame_memory_mb``, colour only as best crops. World: AI2-THOR's.
 
 Why one module: it is one algorithm, the per-frame association of segments to tracks and their
 fusion into instances (:class:`MapBuilder`), whose steps share the tracks' state.
@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ovman_core.boxes import Vec3
-from ovman_core.camera import Intrinsics
 from ovman_core.config import MappingConfig
 from ovman_core.frames import optical_axes_thor
 from ovman_mapping.backprojection import FrameFormatError, SegmentObservation, segment_frame, voxel_codes
 from ovman_mapping.cross_visit import CheckClouds, DepthView, PriorVisit, Projection, cross_visit_evidence
 from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, padded_crop
+from ovman_mapping.frame_store import MEGABYTE, FrameStore, KeptFrame, compact_ids
 from ovman_mapping.instances import (
     Instance,
     InstanceMap,
@@ -37,6 +36,7 @@ from ovman_mapping.instances import (
     fuse_points,
 )
 from ovman_mapping.segmenter import Segmentation, Segmenter, check_frame, make_segmenter
+from ovman_mapping.track_cloud import TrackCloud
 
 if TYPE_CHECKING:
     from ovman_core.observation import Observation
@@ -46,24 +46,15 @@ INFEASIBLE = 1.0e6
 
 
 @dataclasses.dataclass(frozen=True)
-class _Frame:
-    """What later passes need of a frame: image, depth and the camera (world frame)."""
+class _View:
+    """A crop of a sighting for the encoder: ``key`` (−pixel count, frame index) orders the best first."""
 
-    index: int
-    step: int
-    rgb: np.ndarray
-    depth: np.ndarray | None
-    segments: np.ndarray
-    labels: Mapping[int, str]
-    intrinsics: Intrinsics
-    camera_position: np.ndarray
-    axes: np.ndarray
+    key: tuple[int, int]
+    pixels: np.ndarray
 
-    @property
-    def view(self) -> DepthView:
-        """The frame as cross-visit evidence reads it (its depth must exist)."""
-        assert self.depth is not None
-        return DepthView(self.step, self.depth, self.intrinsics, self.camera_position, self.axes)
+
+def _best_views(views: Iterable[_View], count: int) -> list[_View]:
+    return sorted(views, key=lambda v: v.key)[:count]
 
 
 @dataclasses.dataclass
@@ -71,7 +62,8 @@ class _Track(SightingSpan):
     """A working instance during fusion."""
 
     uid: str
-    sightings: list[SegmentObservation]
+    sightings: list[Sighting]
+    cloud: TrackCloud
     labels: dict[str, int]
     colour_sum: np.ndarray
     pixels: int
@@ -81,6 +73,8 @@ class _Track(SightingSpan):
     frames: set[int]
     fragments: list[_Track] = dataclasses.field(default_factory=list)
     evidence: list[str] = dataclasses.field(default_factory=list)
+    views: list[_View] = dataclasses.field(default_factory=list)
+    """The best crops of its sightings (most pixels first), when the encoder reads views."""
     colour: np.ndarray = dataclasses.field(init=False)
     """The mean colour histogram, ``colour_sum / pixels`` (kept up to date by MapBuilder)."""
 
@@ -217,7 +211,9 @@ class MapBuilder:
 
     ``batch_frames``: frames are segmented that many at a time (one pass of a network over them)
     and then fused in order; the map does not depend on it, since a frame's segments do not. With
-    1 (mapping_node) each frame is fused as it is added; otherwise :meth:`build` fuses what is left."""
+    1 (mapping_node) each frame is fused as it is added; otherwise :meth:`build` fuses what is left.
+    ``history``: keep every frame's map state (``InstanceMap.history``, read by the benchmark's
+    diagnostics only; mapping_node's map messages do not carry it, so it keeps none)."""
 
     def __init__(
         self,
@@ -227,6 +223,7 @@ class MapBuilder:
         segmenter: Segmenter | None = None,
         prior: PriorVisit | None = None,
         batch_frames: int = 1,
+        history: bool = True,
     ) -> None:
         self.params = config.mapping
         self.encoder_config = config.encoder
@@ -236,11 +233,12 @@ class MapBuilder:
         )
         self.visit = visit
         self.prior = prior
-        self._frames: list[_Frame] = []
+        self._store = FrameStore(max(1, round(self.params.frame_memory_mb * MEGABYTE)))
+        self._fused = 0
         self._tracks: list[_Track] = []
         self._rows = _TrackRows(config.encoder.colour_bins**2)
         self._uids: list[str] = []  # the tracks' uids, row by row (append-only: snapshots share it)
-        self._history: list[MapSnapshot] = []
+        self._history: list[MapSnapshot] | None = [] if history else None
         self._next_uid = 0
         if batch_frames < 1:
             raise ValueError(f"batch_frames must be >= 1, got {batch_frames}")
@@ -255,7 +253,7 @@ class MapBuilder:
         try:
             check_frame(rgb, None if depth is None else np.asarray(depth), observation.intrinsics)
         except ValueError as err:
-            raise FrameFormatError(f"frame {len(self._frames) + len(self._pending)}: {err}") from None
+            raise FrameFormatError(f"frame {self._fused + len(self._pending)}: {err}") from None
         self._pending.append(observation)
         if len(self._pending) >= self.batch_frames:
             self._fuse_pending()
@@ -267,21 +265,21 @@ class MapBuilder:
 
     def _fuse(self, observation: Observation, segmentation: Segmentation) -> None:
         """Fuse one frame's segments into the tracks and record the frame's map state."""
-        index = len(self._frames)
+        index = self._fused
+        self._fused += 1
         pose = observation.pose
         ids, labels = segmentation.ids, segmentation.labels
-        frame = _Frame(
+        frame = KeptFrame(
             index=index,
             step=int(observation.step),
-            rgb=observation.rgb,
             depth=observation.depth,
-            segments=ids,
+            segments=compact_ids(np.asarray(ids)),
             labels=labels,
             intrinsics=observation.intrinsics,
             camera_position=np.asarray(observation.camera_position, dtype=float),
             axes=optical_axes_thor(pose.yaw_deg, pose.horizon_deg),
         )
-        self._frames.append(frame)
+        self._store.add(frame)
         segments = segment_frame(
             observation.rgb,
             observation.depth,
@@ -298,14 +296,15 @@ class MapBuilder:
             cell=segmentation.cell,
             lattice=segmentation.lattice,
         )
-        touched = self._assign(segments) if segments else []
-        positions = Positions(self._uids, (self._rows.lo + self._rows.hi) / 2.0)
-        seen = frozenset(self._uids[row] for row in touched)
-        self._history.append(MapSnapshot(index, frame.step, positions, seen))
+        touched = self._assign(segments, np.asarray(observation.rgb)) if segments else []
+        if self._history is not None:
+            positions = Positions(self._uids, (self._rows.lo + self._rows.hi) / 2.0)
+            seen = frozenset(self._uids[row] for row in touched)
+            self._history.append(MapSnapshot(index, frame.step, positions, seen))
 
-    def _assign(self, segments: list[SegmentObservation]) -> list[int]:
-        """Fuse ``segments`` (one frame's) into the tracks; returns the rows of the tracks they
-        extended or started."""
+    def _assign(self, segments: list[SegmentObservation], rgb: np.ndarray) -> list[int]:
+        """Fuse ``segments`` (one frame's, colour image ``rgb``) into the tracks; returns the rows of
+        the tracks they extended or started."""
         p = self.params
         codes = [occupancy_codes(s.points, p.overlap_voxel_size) for s in segments]
         matched: dict[int, int] = {}  # segment -> track row
@@ -338,7 +337,20 @@ class MapBuilder:
                 self._rows.append(self._tracks[-1])
                 self._uids.append(self._tracks[-1].uid)
                 touched.append(len(self._tracks) - 1)
+            self._offer_view(self._tracks[touched[-1]], segment, rgb)
         return touched
+
+    def _offer_view(self, track: _Track, segment: SegmentObservation, rgb: np.ndarray) -> None:
+        """Keep a copy of the segment's crop of ``rgb`` if it is among the track's
+        ``encoder.views_per_instance`` best views (and the encoder reads views)."""
+        if not self.encoder.reads_views:
+            return
+        count = self.encoder_config.views_per_instance
+        key = (-segment.pixel_count, segment.frame_index)
+        if len(track.views) >= count and key > track.views[-1].key:
+            return
+        pixels = np.array(padded_crop(rgb, segment.crop, self.encoder_config.crop_padding))
+        track.views = _best_views([*track.views, _View(key, pixels)], count)
 
     def _similarity(self, cosines: np.ndarray, colours_a: np.ndarray, colours_b: np.ndarray) -> np.ndarray:
         """(A, B) feature similarity in [0, 1]: the (A, B) label ``cosines`` mixed with the colour
@@ -347,11 +359,13 @@ class MapBuilder:
         return (1.0 - w) * cosines + w * bhattacharyya(colours_a, colours_b)
 
     def _new_track(self, segment: SegmentObservation, codes: set[int]) -> _Track:
+        p = self.params
         uid = f"w{self._next_uid}"
         self._next_uid += 1
         return _Track(
             uid=uid,
-            sightings=[segment],
+            sightings=[_sighting(segment)],
+            cloud=TrackCloud((segment.step, segment.frame_index), segment.points, p.fold_points, p.voxel_size),
             labels={segment.label: segment.pixel_count},
             colour_sum=segment.colour * segment.pixel_count,
             pixels=segment.pixel_count,
@@ -363,7 +377,8 @@ class MapBuilder:
 
     @staticmethod
     def _extend(track: _Track, segment: SegmentObservation, codes: set[int]) -> None:
-        track.sightings.append(segment)
+        track.sightings.append(_sighting(segment))
+        track.cloud.add((segment.step, segment.frame_index), segment.points)
         track.labels[segment.label] = track.labels.get(segment.label, 0) + segment.pixel_count
         track.colour_sum = track.colour_sum + segment.colour * segment.pixel_count
         track.pixels += segment.pixel_count
@@ -373,9 +388,10 @@ class MapBuilder:
         track.codes |= codes
         track.frames.add(segment.frame_index)
 
-    @staticmethod
-    def _absorb(into: _Track, other: _Track) -> None:
+    def _absorb(self, into: _Track, other: _Track) -> None:
+        into.views = _best_views(into.views + other.views, self.encoder_config.views_per_instance)
         into.sightings = sorted(into.sightings + other.sightings, key=lambda s: (s.step, s.frame_index))
+        into.cloud.absorb(other.cloud)
         for name, pixels in other.labels.items():
             into.labels[name] = into.labels.get(name, 0) + pixels
         into.colour_sum = into.colour_sum + other.colour_sum
@@ -409,8 +425,8 @@ class MapBuilder:
             visit=self.visit,
             instances=tuple(instances),
             encoder=self.encoder.description,
-            frames=len(self._frames),
-            history=tuple(self._history),
+            frames=self._fused,
+            history=tuple(self._history or ()),
             aliases=resolved,
         )
         if self.prior is None:
@@ -418,10 +434,15 @@ class MapBuilder:
         return dataclasses.replace(built, prior=cross_visit_evidence(self.prior, built, self.views(), self.params))
 
     def views(self) -> tuple[DepthView, ...]:
-        """The fused frames that carry depth, as cross-visit evidence reads them (what a
+        """The kept frames that carry depth, as cross-visit evidence reads them (what a
         :class:`PriorVisit` keeps of this visit: no colour, no segments)."""
         self._fuse_pending()
-        return tuple(frame.view for frame in self._frames if frame.depth is not None)
+        return tuple(frame.view for frame in self._store if frame.depth is not None)
+
+    @property
+    def frames_kept(self) -> tuple[int, int]:
+        """(frames kept for the passes after the last frame, every how many-th frame that is)."""
+        return len(self._store), self._store.stride
 
     def _merge_fragments(self, tracks: list[_Track], aliases: dict[str, str]) -> list[_Track]:
         """Merge pairs that never shared a frame and pass the segment-to-instance test."""
@@ -466,7 +487,7 @@ class MapBuilder:
         if not tracks:
             return vacated, arrived
         checks = CheckClouds.of(
-            [np.concatenate([s.points for s in t.sightings]) for t in tracks],
+            [np.concatenate(t.cloud.clouds()) for t in tracks],
             p,
             extents=np.array([t.hi - t.lo for t in tracks]),
         )
@@ -477,7 +498,7 @@ class MapBuilder:
         if self.segmenter.exact_labels:
             codes: dict[str, int] = {}
             owner_label = np.array([codes.setdefault(_majority(t.labels), len(codes)) for t in tracks])[checks.owner]
-        for frame in self._frames:
+        for frame in self._store:
             if self.segmenter.exact_labels:
                 other = _other_label(frame, codes, owner_label)
             counts = None if frame.depth is None else checks.counts(frame.view, p, other)
@@ -540,6 +561,7 @@ class MapBuilder:
             track = _Track(
                 uid=head.uid,
                 sightings=[s for fragment in chain for s in fragment.sightings],
+                cloud=chain[-1].cloud,
                 labels=_summed_labels(chain),
                 colour_sum=sum((f.colour_sum for f in chain), np.zeros_like(head.colour_sum)),
                 pixels=sum(f.pixels for f in chain),
@@ -549,6 +571,7 @@ class MapBuilder:
                 frames=set().union(*(f.frames for f in chain)),
                 fragments=chain,
                 evidence=[f"track of {len(chain)} fragments, each seen gone before the next was seen arrive"],
+                views=_best_views((v for f in chain for v in f.views), self.encoder_config.views_per_instance),
             )
             for fragment in chain[1:]:
                 aliases[fragment.uid] = head.uid
@@ -560,17 +583,11 @@ class MapBuilder:
         evidence_inputs: list[InstanceEvidence] = []
         geometry = []
         for track in tracks:
-            geometry_sightings = track.fragments[-1].sightings if track.fragments else track.sightings
-            points = fuse_points(
-                [s.points for s in geometry_sightings], p.voxel_size, p.outlier_neighbours, p.outlier_std_ratio
-            )
+            cloud = track.fragments[-1].cloud if track.fragments else track.cloud
+            points = fuse_points(cloud.clouds(), p.voxel_size, p.outlier_neighbours, p.outlier_std_ratio)
             geometry.append(points)
             label_pixels = track.labels
-            best = sorted(track.sightings, key=lambda s: (-s.pixel_count, s.frame_index))
-            views = [
-                padded_crop(self._frames[s.frame_index].rgb, s.crop, self.encoder_config.crop_padding)
-                for s in best[: self.encoder_config.views_per_instance]
-            ]
+            views = [v.pixels for v in track.views]
             total = sum(label_pixels.values())
             evidence_inputs.append(InstanceEvidence({k: v / total for k, v in sorted(label_pixels.items())}, views))
         features = self.encoder.embed_instances(evidence_inputs) if tracks else np.zeros((0, 0))
@@ -578,7 +595,7 @@ class MapBuilder:
         for n, track in enumerate(tracks):
             points = geometry[n]
             box = box_of(points)
-            sightings = tuple(Sighting(s.frame_index, s.step, _box_centre(s), s.pixel_count) for s in track.sightings)
+            sightings = tuple(track.sightings)
             evidence = []
             if track.fragments:
                 spread = _spread(np.array([s.position for s in sightings]))
@@ -603,9 +620,10 @@ class MapBuilder:
         return instances
 
 
-def _box_centre(segment: SegmentObservation) -> Vec3:
+def _sighting(segment: SegmentObservation) -> Sighting:
+    """The record a track keeps of a segment fused into it (its points go to the track's cloud)."""
     c = (segment.lo + segment.hi) / 2.0
-    return (float(c[0]), float(c[1]), float(c[2]))
+    return Sighting(segment.frame_index, segment.step, (float(c[0]), float(c[1]), float(c[2])), segment.pixel_count)
 
 
 def _spread(positions: np.ndarray) -> float:
@@ -617,7 +635,9 @@ def _spread(positions: np.ndarray) -> float:
     return float(np.sqrt((diff * diff).sum(axis=2)).max())
 
 
-def _other_label(frame: _Frame, codes: dict[str, int], owner_label: np.ndarray) -> Callable[[Projection], np.ndarray]:
+def _other_label(
+    frame: KeptFrame, codes: dict[str, int], owner_label: np.ndarray
+) -> Callable[[Projection], np.ndarray]:
     """Per projected point: whether ``frame``'s segment at its pixel carries another label than
     its instance's (``owner_label``, codes of ``codes``; no segment counts as another label)."""
     top = max((int(i) for i in frame.labels), default=0)
@@ -635,7 +655,7 @@ def _other_label(frame: _Frame, codes: dict[str, int], owner_label: np.ndarray) 
     return other
 
 
-def _label_in_box_view(track: _Track, frame: _Frame, margin: float) -> bool:
+def _label_in_box_view(track: _Track, frame: KeptFrame, margin: float) -> bool:
     """Whether the frame shows, inside the image rectangle of ``track``'s box, a pixel that the
     segmenter gives the track's label at a depth within the box's depth range (± ``margin``).
     Guards the point test against thin parts seen edge-on and points between surfaces."""
@@ -700,7 +720,7 @@ def build_visits(
     batch = config.segmenter.batch_frames
     map1, builder1 = _built(visit1, MapBuilder(config, encoder, 1, segmenter, batch_frames=batch))
     prior = PriorVisit(map1, builder1.views())
-    del builder1  # its colour frames are not needed any more
+    del builder1  # its frames' segment ids are not needed any more
     map2, _ = _built(visit2, MapBuilder(config, encoder, 2, segmenter, prior, batch))
     return map1, map2
 

@@ -467,6 +467,7 @@ class MappingNode(GraphNode):
         recent = [t for t in self._fused_at if now - t <= STATUS_PERIOD_S]
         latencies = sorted(self._latencies_ms)
         counts = self.queue.counts
+        kept, stride = self.mapper.frames_kept
 
         def quantile(q: float) -> str:
             return f"{latencies[min(len(latencies) - 1, int(q * len(latencies)))]:.1f}" if latencies else ""
@@ -484,6 +485,8 @@ class MappingNode(GraphNode):
             "rejected": str(self.rejected),
             "latency_p50_ms": quantile(0.5),
             "latency_p95_ms": quantile(0.95),
+            "frames_kept_for_evidence": str(kept),
+            "kept_frame_stride": str(stride),
         }
         lost = counts.skipped_busy + counts.skipped_rate + sum(self.poses.drops.values()) + self.rejected
         lost += self._segment_counts().get("frames_without_segments", 0)

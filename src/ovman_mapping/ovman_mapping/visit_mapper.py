@@ -68,6 +68,12 @@ class VisitMapper:
         """Frames fused into the open visit."""
         return len(self.stamps)
 
+    @property
+    def frames_kept(self) -> tuple[int, int]:
+        """(frames the open visit keeps for its evidence, every how many-th frame that is;
+        ``mapping.frame_memory_mb``); (0, 1) when no visit is open."""
+        return (0, 1) if self._builder is None else self._builder.frames_kept
+
     def start(self, visit: int) -> None:
         """Open ``visit`` (1 or 2), dropping whatever the previous open visit had fused; a visit 1
         also drops the kept visit-1 map (:attr:`prior`), a visit 2 is mapped against it."""
@@ -79,7 +85,7 @@ class VisitMapper:
         if visit == 1:
             self.prior = None
         prior = self.prior if visit == 2 else None
-        self._builder = MapBuilder(self.config, self.encoder, visit, self.segmenter, prior)
+        self._builder = MapBuilder(self.config, self.encoder, visit, self.segmenter, prior, history=False)
 
     def add(self, observation: Observation, stamp_ns: int) -> bool:
         """Fuse one frame stamped ``stamp_ns`` into the open visit; False (and counted in

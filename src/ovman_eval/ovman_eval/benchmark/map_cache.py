@@ -32,7 +32,7 @@ from ovman_eval.benchmark.map_entry import CACHE_FORMAT, GroupMaps, GroupTruth, 
 from ovman_eval.benchmark.truth_shares import true_shares
 from ovman_eval.runs.fingerprint import source_fingerprint
 from ovman_eval.task.episodes import EpisodeRecord
-from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, label_text, make_encoder
+from ovman_mapping.encoders import FeatureEncoder, InstanceEvidence, encoder_class, label_text, make_encoder
 from ovman_mapping.instances import Instance, InstanceMap, Sighting, at_wire_precision
 from ovman_mapping.segmenter import SIMULATOR, segmenter_identity
 from ovman_query.association import CUES, Association
@@ -88,6 +88,10 @@ class PhraseByPhraseEncoder:
     @property
     def kind(self) -> str:
         return self._config.kind
+
+    @property
+    def reads_views(self) -> bool:
+        return encoder_class(self._config.kind).reads_views
 
     @property
     def made(self) -> bool:
