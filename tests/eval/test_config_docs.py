@@ -95,6 +95,9 @@ def test_only_one_view_at_a_time(capsys):
 
 
 def test_the_keys_a_second_node_declares_are_those_the_graph_gives_it():
-    """query_node declares mapping_node's encoder keys (the graph description passes them)."""
-    assert config_command.ALSO_DECLARED == {(description.MAPPING_NODE, description.ENCODER_PREFIX): ("query_node",)}
+    """query_node declares mapping_node's encoder keys and its map store (the graph description passes them)."""
+    assert config_command.ALSO_DECLARED == {
+        (description.MAPPING_NODE, description.ENCODER_PREFIX): ("query_node",),
+        (description.MAPPING_NODE, description.STORE_DIR_KEY): ("query_node",),
+    }
     assert description.QUERY_NODE == "query_node"

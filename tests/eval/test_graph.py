@@ -250,16 +250,18 @@ def test_node_parameters_are_the_configs_with_the_graph_wiring_and_the_run_input
             # A replayed tour's frames wait for a /tf sample that DDS repairs late, not a robot's timeout.
             "node.tf_timeout_s": max(config.mapping_node.node.tf_timeout_s, config.mapping_node.node.finish_timeout_s),
             "node.tf_max_pending": graph.GRAPH_MAX_PENDING,
+            "node.store_maps": False,  # a run's visits stay out of the robot's map store
             "use_sim_time": True,
         },
-        "query_node": {"use_sim_time": True},
+        "query_node": {"load_stored_visits": False, "use_sim_time": True},
         "nav_node": {"navigation.scene": "", "use_sim_time": True},
     }
     wiring["player"] = wiring["sim_node"]
     for name, overrides in wiring.items():
         expected = {**node_parameters(config, "sim_node" if name == "player" else name), **overrides}
         if name == "query_node":
-            expected |= {k: v for k, v in node_parameters(config, "mapping_node").items() if k.startswith("encoder.")}
+            mapping = node_parameters(config, "mapping_node")
+            expected |= {k: v for k, v in mapping.items() if k.startswith("encoder.") or k == "mapping.store_dir"}
         assert dict(nodes[name].parameters) == expected, name
     bench = dict(nodes["benchmark_node"].parameters)
     assert bench["benchmark.arms"] == ["two_visit", "given_answer"] and bench["benchmark.seeds"] == [3, 4]

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ovman_core.array_bundle import MAGIC, pack_bundle
 from ovman_core.boxes import Box3
 from ovman_core.relations import Relation
 from ovman_core.world_state import ObjectState, WorldState
@@ -33,7 +34,6 @@ from ovman_eval.benchmark.map_cache import (
 from ovman_eval.benchmark.map_entry import CACHE_FORMAT, GroupMaps, GroupTruth
 from ovman_eval.benchmark.request import TIMING_KEYS, dataset_hash
 from ovman_eval.generation.dataset import read_episodes
-from ovman_eval.runs.array_bundle import MAGIC, pack_bundle
 from ovman_mapping.instances import CrossVisitEvidence, Instance, InstanceMap, MapSnapshot, Sighting
 from ovman_query.association import Association, MatchedPair
 

@@ -1,9 +1,12 @@
 """The per-visit mapper behind mapping_node: open, feed, finish."""
 
+import dataclasses
+
 import pytest
 
 from ovman_core.config import load_config
 from ovman_mapping.fusion import build_map, build_visits
+from ovman_mapping.map_store import MapStore
 from ovman_mapping.segmenter import with_segmenter
 from ovman_mapping.visit_mapper import VisitError, VisitMapper
 
@@ -91,3 +94,59 @@ def test_warming_up_builds_the_colour_table_a_first_frame_would_wait_for(mapper)
     assert hue_saturation_cells.cache_info().currsize == 1
     hue_saturation_cells(mapper.config.encoder.colour_bins)
     assert hue_saturation_cells.cache_info().hits == 1  # the first frame's call finds it built
+
+
+def feed(mapper: VisitMapper, visit: int, frames, first_stamp: int):
+    mapper.start(visit)
+    for n, observation in enumerate(frames):
+        mapper.add(observation, first_stamp + n)
+    return mapper.finish(visit, skipped=3)[0]
+
+
+def test_with_a_store_a_visit_2_in_a_later_process_is_mapped_against_the_stored_visit_1(tmp_path):
+    box = on_floor("Box_1", "Box", -3.0, -3.0, colour=(30, 30, 200))
+    second = tour([SCENE[1], box], look_around(0.0, 0.0), first_step=100)
+    encoder = OneHotEncoder(["Vase", "Chair", "Box"])
+    config = with_segmenter(CONFIG, "simulator")
+    store = MapStore(tmp_path)
+    monday = VisitMapper(config, encoder, store=store)
+    map1 = feed(monday, 1, FRAMES, 1)
+    first = store.load(monday.stored_id)
+    assert first.visit == 1 and first.follows is None and first.name == "home" and first.fused == len(FRAMES)
+    assert first.skipped == 3 and first.camera == FRAMES[0].intrinsics and first.frame_id == "map"
+    assert first.stamps == tuple(range(1, 1 + len(FRAMES)))
+    assert first.identity["encoder"] == encoder.description and first.identity["segmenter"] == "simulator"
+    assert [i.uid for i in first.map] == [i.uid for i in map1] and first.views
+    del monday  # the process ends
+    tuesday = VisitMapper(config, encoder, store=store)
+    map2 = feed(tuesday, 2, second, 100)
+    assert tuesday.prior_id == first.map_id and store.load(tuesday.stored_id).follows == first.map_id
+    reference = build_visits(FRAMES, second, config, encoder)[1]
+    assert map2.prior == reference.prior and map2.prior.gone  # the vase, seen gone across the restart
+    assert store.pair()[1].map_id == tuesday.stored_id
+
+
+def test_a_visit_2_is_refused_against_a_stored_visit_1_of_another_frame_or_encoder(tmp_path):
+    config = with_segmenter(CONFIG, "simulator")
+    store = MapStore(tmp_path)
+    feed(VisitMapper(config, OneHotEncoder(["Vase", "Chair"]), store=store), 1, FRAMES, 1)
+    with pytest.raises(VisitError, match="is in frame 'map', this node maps in 'odom'"):
+        VisitMapper(config, OneHotEncoder(["Vase", "Chair"]), store=store, frame_id="odom").start(2)
+    other = OneHotEncoder(["Vase", "Chair"])
+    other.description = "onehot (another model)"
+    with pytest.raises(VisitError, match="was built by encoder 'onehot \\(test double\\)'"):
+        VisitMapper(config, other, store=store).start(2)
+    # Another place's visit 1 is not this one's: the visit 2 has no prior.
+    office = dataclasses.replace(config, mapping=dataclasses.replace(config.mapping, store_name="office"))
+    elsewhere = VisitMapper(office, OneHotEncoder(["Vase", "Chair"]), store=store)
+    elsewhere.start(2)
+    assert elsewhere.prior is None
+
+
+def test_a_map_that_cannot_be_stored_is_still_returned_with_the_reason(tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    mapper = VisitMapper(with_segmenter(CONFIG, "simulator"), OneHotEncoder(["Vase", "Chair"]), store=MapStore(blocked))
+    instance_map = feed(mapper, 1, FRAMES, 1)
+    assert len(instance_map) == 2 and mapper.stored_id is None
+    assert str(blocked) in mapper.store_problem

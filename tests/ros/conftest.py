@@ -39,8 +39,10 @@ def private_domain_id(pid: int) -> int:
 
 def ros_environment(log_dir: Path) -> dict[str, str]:
     """The variables that isolate a test's ROS graph: loopback-only discovery, a private domain,
-    logs in ``log_dir``, the graph's Fast DDS profile. Unset ``ROS_STATIC_PEERS`` too."""
+    logs in ``log_dir``, the graph's Fast DDS profile, and a map store of its own beside the logs
+    (``XDG_DATA_HOME``). Unset ``ROS_STATIC_PEERS`` too."""
     return {
+        "XDG_DATA_HOME": str(log_dir.parent / "data"),
         # Without this, DDS discovery multicasts on the real network interfaces (Kilted ignores
         # ROS_LOCALHOST_ONLY).
         "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",

@@ -22,7 +22,7 @@ try:
 
     from ovman_interfaces.action import Navigate
     from ovman_interfaces.msg import CameraBundle, ChangeSet, Instance, InstanceChange, InstanceMap, TargetUpdate
-    from ovman_interfaces.srv import ActSequence, MapVisit, Query
+    from ovman_interfaces.srv import ActSequence, LoadVisits, MapVisit, Query
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"{error}: run these tests with the venv's python after scripts/build_interfaces.sh VENV BUILD_DIR"
@@ -377,7 +377,15 @@ FIELDS = {
     },
     ChangeSet: {"header": "std_msgs/Header", "changes": "sequence<ovman_interfaces/InstanceChange>"},
     MapVisit.Request: {"visit": "uint8", "expected_frames": "uint32", "timeout_s": "double"},
-    MapVisit.Response: {"success": "boolean", "message": "string", "frames": "uint32", "instances": "uint32"},
+    MapVisit.Response: {
+        "success": "boolean",
+        "message": "string",
+        "frames": "uint32",
+        "instances": "uint32",
+        "map_id": "string",
+    },
+    LoadVisits.Request: {"visit2": "string"},
+    LoadVisits.Response: {"success": "boolean", "message": "string", "visit1": "string", "visit2": "string"},
     Query.Request: {
         "text": "string",
         "category": "string",

@@ -41,6 +41,7 @@ from ovman_core.config import load_config
 from ovman_core.frames import thor_to_ros_point
 from ovman_mapping.encoders import make_encoder
 from ovman_mapping.fusion import build_map
+from ovman_mapping.map_store import MapStore, default_store_dir
 from ovman_mapping.segmenter import make_segmenter
 from ovman_ros import bundle
 from ovman_sim.embedded import EmbeddedWorld
@@ -145,6 +146,7 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
         done = call(finish, MapVisit.Request(visit=1, expected_frames=FRAMES, timeout_s=TIMEOUT_S))
         assert done.success, f"{done.message}\n{node.diagnosis()}"
         assert "2 messages rejected" in done.message, done.message
+        assert f"stored as {done.map_id}" in done.message, done.message
         spin_until(lambda: maps, "the latched visit-1 map")
     finally:
         executor.remove_node(probe)
@@ -161,6 +163,10 @@ def test_mapping_node_maps_plain_rgbd_topics_like_the_in_process_mapper(ros_env,
     reference = build_map(stripped, CONFIG.mapping_node, make_encoder(CONFIG.mapping_node.encoder), 1, segmenter)
     received, _ = instance_map_from_msg(maps[-1], CONFIG.shared.limits)
     assert len(reference) > 0 and len(received) == len(reference)
+    # The visit is in the node's map store (the test's XDG_DATA_HOME), as it was built.
+    stored = MapStore(default_store_dir()).load(done.map_id)
+    assert stored.visit == 1 and stored.fused == FRAMES and stored.camera == frames[0][1].intrinsics
+    assert [(i.label, i.position) for i in stored.map] == [(i.label, i.position) for i in reference]
     for item, instance in zip(maps[-1].instances, reference, strict=True):
         assert item.label == instance.label
         assert (item.centroid.x, item.centroid.y, item.centroid.z) == thor_to_ros_point(instance.position)

@@ -33,7 +33,7 @@ try:
 
     from ovman_interfaces.msg import ChangeSet, InstanceChange
     from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
-    from ovman_interfaces.srv import LoadVisit, MapVisit, PlayTour, Query
+    from ovman_interfaces.srv import LoadVisit, LoadVisits, MapVisit, PlayTour, Query
     from ovman_mapping.map_messages import BOX_NAMESPACE, LABEL_NAMESPACE
     from ovman_ros import names
 except ImportError as error:  # pragma: no cover - depends on the environment
@@ -84,6 +84,7 @@ MOVED_TO = moved_to()
 # has multi-second tails (notes/ros2-from-pypi.md): be generous.
 START_TIMEOUT_S = 90.0
 CALL_TIMEOUT_S = 60.0
+ASK_ATTEMPTS = 6
 
 
 # ---- the recorded episode and the in-process reference ----------------------------------------
@@ -499,6 +500,59 @@ def test_mapping_node_starts_with_the_packaged_learned_segmenter(rclpy_context):
         assert node.mapper.segmenter.kind == "learned" and not node.mapper.segmenter.reads_simulator_segments
     finally:
         node.destroy_node()
+
+
+def test_a_query_node_started_later_answers_from_the_stored_visits_as_the_running_one_does(
+    graph: Graph, tmp_path: Path
+):
+    """mapping_node stored both visits (the graph's XDG_DATA_HOME); a second query_node, in a
+    namespace of its own so that no map reaches it on a topic, loads the latest pair at start-up and
+    answers every query as the running query_node does, explanation included."""
+    probe = graph.probe
+    first, second = graph.finished
+    assert first.map_id.endswith("-v1") and second.map_id.endswith("-v2")
+    assert f"stored as {second.map_id}" in second.message
+    later = NodeProcess(
+        [sys.executable, "-m", "ovman_query.query_node", "--ros-args", "-r", "__ns:=/later"],
+        tmp_path / "later_query_node.log",
+        "query_node",
+    )
+    probe.processes.append(later)
+    query = probe.node.create_client(Query, "/later/" + names.QUERY)
+    load = probe.node.create_client(LoadVisits, "/later/" + names.QUERY_LOAD_VISITS)
+    try:
+        probe.spin_until(lambda: query.service_is_ready() and load.service_is_ready(), "/later", START_TIMEOUT_S)
+
+        def ask(client: Any, request: Any) -> Any:
+            # A service that answers before it has matched the new client's response reader drops the
+            # response ("failed to send response (timeout)"): these requests are idempotent, ask again.
+            for _ in range(ASK_ATTEMPTS):
+                future = client.call_async(request)
+                deadline = time.monotonic() + CALL_TIMEOUT_S / ASK_ATTEMPTS
+                while not future.done() and time.monotonic() < deadline:
+                    assert later.process.poll() is None, later.diagnosis()
+                    probe.executor.spin_once(timeout_sec=0.1)
+                if future.done():
+                    return future.result()
+                client.remove_pending_request(future)
+            raise AssertionError(f"/later did not answer within {CALL_TIMEOUT_S} s; {probe.diagnosis()}")
+
+        requests = [Query.Request(category=c, relation=r.value) for c, r in CATEGORY_QUERIES]
+        requests += [Query.Request(text=t) for t in ("the vase that was moved", "where was the chair")]
+        for request in requests:
+            running, restarted = probe.call("query", request), ask(query, request)
+            assert observed_response(restarted) == observed_response(running), restarted.explanation
+            assert (restarted.relation, restarted.explanation) == (running.relation, running.explanation)
+        loaded = ask(load, LoadVisits.Request(visit2=""))
+        assert loaded.success and (loaded.visit1, loaded.visit2) == (first.map_id, second.map_id), loaded.message
+        missing = ask(load, LoadVisits.Request(visit2="20200101T000000000Z-v2"))
+        assert not missing.success and "20200101T000000000Z-v2.ovmap: no such stored map" in missing.message
+        assert ask(query, requests[0]).status != Query.Response.NO_MAP  # the loaded pair stays
+    finally:
+        probe.node.destroy_client(query)
+        probe.node.destroy_client(load)
+        probe.processes.remove(later)
+        later.stop()
 
 
 def test_a_change_set_pairs_a_visit_2_map_with_the_visit_1_map_it_follows_not_the_newer_stamp(graph: Graph):

@@ -133,6 +133,7 @@ def test_a_map_from_another_nodes_segments_is_the_map_of_the_same_segmenter_in_m
                 if status.name.startswith("/topic/mapping_node"):
                     values = {v.key: v.value for v in status.values}
                     waiting["frames"] = int(values["frames_waiting_for_segments"])
+                    waiting["segments"] = int(values["segments_pending"])
 
         probe.create_subscription(DiagnosticArray, "/diagnostics", keep_status, 10)
         finishes = {ns: probe.create_client(MapVisit, f"/{ns}/mapping/finish_visit") for ns in ("reference", "topic")}
@@ -152,6 +153,9 @@ def test_a_map_from_another_nodes_segments_is_the_map_of_the_same_segmenter_in_m
             "matching",
         )
         segments.publish(simulator_segments(frames[0], 50_000_000))  # a stamp no frame has
+        # Held before any frame comes: arriving after a later stamp had completed (segmenter_node is
+        # another writer of the topic, with no order between the two) it would count as late instead.
+        spin(TIMEOUT_S, lambda: waiting.get("segments", 0) >= 1, "the segments of a stamp no frame has to be held")
         for frame in frames:
             tf.publish(frame.tf)
             for camera in cameras:

@@ -588,6 +588,13 @@ class MappingParams:
     voxels, not its frames. Its geometry is the same mean point per voxel; its vacancy check points
     are subsampled from those means instead of the raw points. No track of a benchmark visit
     reaches it."""
+    store_dir: str
+    """The map store's folder (ovman_mapping.map_store): mapping_node writes every finished visit's
+    map there, query_node loads a pair from it, ``ovman maps`` reads it. Empty: $XDG_DATA_HOME/ovman/maps,
+    else ~/.local/share/ovman/maps."""
+    store_name: str
+    """The name stored visits get: the place mapped (one store may hold several homes). A visit 2 is
+    mapped against the latest stored visit 1 of this name only."""
     cross_visit_empty_fraction: Annotated[Fraction, AtLeast("cross_visit_occupied_fraction", strict=True)]
     """A frame of the other visit sees an instance's place empty when at least this share of its
     visible points has the observed depth more than ``vacancy_margin`` behind them (depth only, no
@@ -742,6 +749,10 @@ class MappingNodeParams:
     """The visit (1 or 2) opened at start-up; 0: none until the mapping/start_visit service."""
     finish_timeout_s: Positive
     """(s): how long mapping/finish_visit waits for the expected frames when its request gives no timeout."""
+    store_maps: bool
+    """Write every finished visit's map to the map store (``mapping.store_dir``), and map a visit 2
+    against the store's latest visit 1 when this process mapped none. The benchmark graph sets
+    false: its visits are the run's, not a robot's."""
     step_dt: Positive
     """(s): a frame's step (the order the mapper counts frames in) is its stamp divided by this; the
     simulator's labels table, which gives the world step, is not read. Keep it equal to sim_node's
@@ -875,6 +886,10 @@ class QueryConfig:
     association: AssociationConfig
     seed: Seed
     """Seeds the single-visit arm's stochastic pick among its grounded candidates."""
+    load_stored_visits: bool
+    """At start-up, load the map store's latest visit pair (mapping_node's ``mapping.store_dir``)
+    when it holds one, so that a query after a restart is answered as before it; query/load_visits
+    loads one on request. The benchmark graph sets false: its maps come from its own run."""
     markers: AnswerMarkersConfig
 
 

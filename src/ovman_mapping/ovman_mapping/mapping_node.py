@@ -49,6 +49,7 @@ from ovman_mapping.map_messages import (
     observation_from_camera,
     observation_from_topics,
 )
+from ovman_mapping.map_store import MapStore, store_dir
 from ovman_mapping.segmenter import SegmenterError, TopicSegmenter, make_segmenter
 from ovman_mapping.segments_messages import SegmentsError, segmentation_from_msg
 from ovman_mapping.visit_mapper import VISITS, VisitError, VisitMapper
@@ -107,9 +108,18 @@ class MappingNode(GraphNode):
         except SegmenterError as err:
             raise ConfigError(str(err)) from None
         segmenter.warm_up()  # a network loads now, not at the first frame
-        self.mapper = VisitMapper(
-            self.config.mapping_node, self.encoder, segmenter, self.config.shared.limits.max_coordinate
-        )
+        store = MapStore(store_dir(self.config.mapping_node.mapping.store_dir)) if settings.store_maps else None
+        try:
+            self.mapper = VisitMapper(
+                self.config.mapping_node,
+                self.encoder,
+                segmenter,
+                self.config.shared.limits.max_coordinate,
+                store,
+                settings.map_frame,
+            )
+        except VisitError as err:
+            raise ConfigError(str(err)) from None
         self.mapper.warm_up()
         # A label-blind segmenter on the topics reads a robot's four: no instance masks, no labels table.
         self.plain = self.camera_input == bundle.CAMERA_TOPICS_OUTPUT and not segmenter.reads_simulator_segments
@@ -387,7 +397,8 @@ class MappingNode(GraphNode):
         self.fused = 0
         self.rejected = 0
         response.success, response.frames = True, 0
-        response.message = f"visit {request.visit} is open"
+        stored = self.mapper.prior_id if request.visit == 2 else None
+        response.message = f"visit {request.visit} is open" + (f" (against stored visit 1 {stored})" if stored else "")
         self.get_logger().info(response.message)
         return response
 
@@ -412,14 +423,15 @@ class MappingNode(GraphNode):
             self.get_logger().warning(response.message)
             return response
         summary = self._state()
+        counts = self.queue.counts
         try:
             with self._mapper_lock:
-                instance_map, stamps = self.mapper.finish(visit)
+                instance_map, stamps = self.mapper.finish(visit, counts.skipped_busy + counts.skipped_rate)
             problem = map_problem(instance_map, self.config.shared.limits.max_coordinate)
             if problem is not None:
                 raise MapMessageError(f"visit {visit} was closed but its map is not published: {problem}")
             now = self.get_clock().now().to_msg()
-            message = instance_map_msg(instance_map, stamps, self.poses.target, now, *self.map_names.name(visit))
+            message = instance_map_msg(instance_map, stamps, self.poses.target, now, *self._wire_names(visit))
         except (VisitError, MapMessageError) as err:
             response.success, response.message = False, str(err)
             self.get_logger().error(response.message)
@@ -427,9 +439,22 @@ class MappingNode(GraphNode):
         self._map_publishers[visit].publish(message)
         self._marker_publishers[visit].publish(map_markers(message, self.config.mapping_node.markers))
         response.success, response.frames, response.instances = True, len(stamps), len(instance_map)
-        response.message = f"visit {visit}: {len(instance_map)} instances on {map_topic(visit)}; {summary}"
-        self.get_logger().info(response.message)
+        response.map_id = self.mapper.stored_id or ""
+        stored = ""
+        if self.mapper.store is not None:
+            problem = self.mapper.store_problem
+            response.success = problem is None
+            stored = f"; NOT stored: {problem}" if problem else f"; stored as {response.map_id}"
+        response.message = f"visit {visit}: {len(instance_map)} instances on {map_topic(visit)}{stored}; {summary}"
+        (self.get_logger().info if response.success else self.get_logger().error)(response.message)
         return response
+
+    def _wire_names(self, visit: int) -> tuple[str, str]:
+        """(map_id, follows) of the map just finished: its map store ids when it was stored (a
+        visit 2 then follows the stored visit 1 it was mapped against), else this run's names."""
+        if self.mapper.stored_id is None:
+            return self.map_names.name(visit)
+        return self.mapper.stored_id, (self.mapper.prior_id or "") if visit == 2 else ""
 
     async def _bundles(self, expected: int, timeout_s: float) -> None:
         """Return once ``expected`` bundles are fused or ``timeout_s`` (s) has passed."""

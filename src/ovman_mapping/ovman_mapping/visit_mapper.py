@@ -4,14 +4,16 @@
 (:class:`ovman_mapping.fusion.MapBuilder`), :meth:`VisitMapper.finish` runs the end-of-visit passes
 and returns the map and every fused frame's stamp; frames while no visit is open are counted and
 dropped. One camera per visit: a frame whose intrinsics differ from the visit's first is refused.
-The latest visit-1 map and its frames' depth are kept until the next visit 1, so a visit 2 carries
-the cross-visit free-space evidence. Not thread-safe: the node serialises calls. Frames: AI2-THOR
-world (see ovman_mapping.fusion).
+The latest visit-1 map and its kept frames' depth are kept until the next visit 1, so a visit 2
+carries the cross-visit evidence; with a map store every finished visit is stored, and a visit 2
+with no visit 1 in memory is mapped against the store's latest. Not thread-safe. World: AI2-THOR's.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
+import time
 from typing import TYPE_CHECKING
 
 from ovman_core.camera import Intrinsics
@@ -21,7 +23,8 @@ from ovman_mapping.cross_visit import PriorVisit
 from ovman_mapping.encoders import FeatureEncoder
 from ovman_mapping.fusion import MapBuilder
 from ovman_mapping.instances import InstanceMap
-from ovman_mapping.segmenter import Segmenter, make_segmenter
+from ovman_mapping.map_store import MapStore, MapStoreError, StoredVisit, new_map_id
+from ovman_mapping.segmenter import Segmenter, make_segmenter, segmenter_identity
 
 if TYPE_CHECKING:
     from ovman_core.observation import Observation
@@ -43,8 +46,15 @@ class VisitMapper:
         encoder: FeatureEncoder,
         segmenter: Segmenter | None = None,
         max_coordinate: float = math.inf,
+        store: MapStore | None = None,
+        frame_id: str = "map",
     ) -> None:
         self.config = config
+        self.store = store
+        """Where finished visits go (None: nowhere), named ``mapping.store_name``, in TF frame ``frame_id``."""
+        self.frame_id = frame_id
+        if store is not None and not config.mapping.store_name.strip():
+            raise VisitError("config mapping_node mapping.store_name must name the place mapped, got an empty string")
         self.max_coordinate = max_coordinate
         self.encoder = encoder
         self.segmenter = (
@@ -57,6 +67,12 @@ class VisitMapper:
         self.camera: Intrinsics | None = None
         """The open visit's camera: the intrinsics of its first fused frame."""
         self.prior: PriorVisit | None = None
+        self.prior_id: str | None = None
+        """The map_id of :attr:`prior` in the store (None: not stored)."""
+        self.stored_id: str | None = None
+        """The map_id the last finished visit was stored as (None: not stored)."""
+        self.store_problem: str | None = None
+        """Why the last finished visit could not be stored (None: it was, or there is no store)."""
 
     def warm_up(self) -> None:
         """Build now what a process's first frame would otherwise build (0.7 s on this machine: the
@@ -83,7 +99,9 @@ class VisitMapper:
         self.stamps = []
         self.camera = None
         if visit == 1:
-            self.prior = None
+            self.prior, self.prior_id = None, None
+        elif self.prior is None and self.store is not None:
+            self._load_prior()
         prior = self.prior if visit == 2 else None
         self._builder = MapBuilder(self.config, self.encoder, visit, self.segmenter, prior, history=False)
 
@@ -116,15 +134,79 @@ class VisitMapper:
         self.camera = camera
         return True
 
-    def finish(self, visit: int) -> tuple[InstanceMap, list[int]]:
-        """Close ``visit`` (it must be the open one): its map and the stamps of its frames (by frame index)."""
+    def finish(self, visit: int, skipped: int = 0) -> tuple[InstanceMap, list[int]]:
+        """Close ``visit`` (it must be the open one): its map and the stamps of its frames (by frame
+        index); stored (:attr:`stored_id`) when there is a store, with ``skipped`` frames counted."""
         if self._builder is None or self.visit is None:
             raise VisitError(f"cannot finish visit {visit}: no visit is open (call start_visit first)")
         if visit != self.visit:
             raise VisitError(f"cannot finish visit {visit}: visit {self.visit} is open")
         instance_map = self._builder.build()
+        views = self._builder.views() if visit == 1 else ()
+        self.stored_id, self.store_problem = None, None
+        if self.store is not None:
+            try:
+                self.stored_id = self._store(instance_map, views, skipped)
+            except OSError as err:  # the map is still returned (and published): only storing it failed
+                self.store_problem = f"{self.store.root}: {err}"
         if visit == 1:
-            self.prior = PriorVisit(instance_map, self._builder.views())
+            self.prior, self.prior_id = PriorVisit(instance_map, views), self.stored_id
         stamps = self.stamps
         self.visit, self._builder, self.stamps, self.camera = None, None, [], None
         return instance_map, stamps
+
+    def identity(self) -> dict[str, str]:
+        """What built this mapper's maps: OVMAN's version, the segmenter and the encoder."""
+        try:
+            version = importlib.metadata.version("ovman")
+        except importlib.metadata.PackageNotFoundError:  # a colcon install has no "ovman" distribution
+            version = "unpackaged"
+        return {
+            "ovman": version,
+            "segmenter": segmenter_identity(self.config.segmenter),
+            "encoder": self.encoder.description,
+        }
+
+    def _store(self, instance_map: InstanceMap, views: tuple, skipped: int) -> str:
+        assert self.store is not None
+        created = time.time_ns()
+        entry = StoredVisit(
+            map_id=new_map_id(instance_map.visit, created),
+            name=self.config.mapping.store_name,
+            visit=instance_map.visit,
+            follows=self.prior_id if instance_map.visit == 2 else None,
+            frame_id=self.frame_id,
+            camera=self.camera,
+            created_ns=created,
+            identity=self.identity(),
+            map=instance_map,
+            views=views,
+            stamps=tuple(self.stamps),
+            fused=len(self.stamps),
+            skipped=skipped,
+        )
+        self.store.write(entry)
+        return entry.map_id
+
+    def _load_prior(self) -> None:
+        """The store's latest visit 1 of this place as :attr:`prior`; VisitError when it was mapped in
+        another frame or by another encoder (a visit 2 must be mapped as its visit 1 was)."""
+        assert self.store is not None
+        name = self.config.mapping.store_name
+        try:
+            first = self.store.latest(1, name)
+        except MapStoreError as err:
+            raise VisitError(f"cannot start visit 2 against the stored visit 1: {err}") from None
+        if first is None:
+            return
+        where = f"stored visit 1 {first.map_id} ({self.store.path_of(first.map_id)})"
+        if first.frame_id != self.frame_id:
+            raise VisitError(
+                f"cannot start visit 2: {where} is in frame {first.frame_id!r}, this node maps in {self.frame_id!r}"
+            )
+        if first.map.encoder != self.encoder.description:
+            raise VisitError(
+                f"cannot start visit 2: {where} was built by encoder {first.map.encoder!r}, this node's is "
+                f"{self.encoder.description!r} (map visit 1 again, or configure the same encoder)"
+            )
+        self.prior, self.prior_id = first.prior, first.map_id

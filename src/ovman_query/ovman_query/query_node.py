@@ -1,12 +1,12 @@
 """query_node: ``ovman/query`` served from the two latest visit maps through the reference agent.
 
 A thin node around :func:`ovman_query.query_requests.answer_query`: it keeps the latest
-``ovman/map/visit1`` and ``visit2`` (transient local); a map too large, not finite or out of range is
-refused, and the refusal replaces the visit's older map, so no query is answered from another
-episode's map. It publishes, latched, the answer markers after every query and ``ovman/changes``
-for every new pair of maps. It never receives ground truth. Parameters: ``node_parameters(config,
-"query_node")`` plus mapping_node's ``encoder.*`` (queries are embedded with the maps' encoder), read
-at start-up. Frames: REP 103 ``map`` on the wire.
+``ovman/map/visit1`` and ``visit2`` (transient local), or a pair loaded from the map store (at
+start-up, ``load_stored_visits``, and on ``query/load_visits``); a map too large, not finite or out
+of range is refused, and the refusal replaces the visit's older map. It publishes, latched, the
+answer markers after every query and ``ovman/changes`` for every new pair of maps. It never
+receives ground truth. Parameters: its own plus mapping_node's ``encoder.*`` (queries are embedded
+with the maps' encoder) and ``mapping.store_dir``. Frames: REP 103 ``map`` on the wire.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from builtin_interfaces.msg import Time
 from ovman_ros.messages import stamp_of
 from ovman_ros.spinning import GraphNode, config_from_parameters, run_node
 from visualization_msgs.msg import MarkerArray
@@ -22,9 +23,10 @@ from visualization_msgs.msg import MarkerArray
 from ovman_core.config import OvmanConfig, load_config
 from ovman_interfaces.msg import ChangeSet
 from ovman_interfaces.msg import InstanceMap as InstanceMapMsg
-from ovman_interfaces.srv import Query
+from ovman_interfaces.srv import LoadVisits, Query
 from ovman_mapping.encoders import FeatureEncoder, make_encoder
-from ovman_mapping.map_messages import MapMessageError, instance_map_from_msg
+from ovman_mapping.map_messages import MapMessageError, instance_map_from_msg, instance_map_msg
+from ovman_mapping.map_store import STORE_DIR_KEY, MapStore, MapStoreError, StoredVisit, store_dir
 from ovman_query.association import AssociationError
 from ovman_query.change_set import change_set
 from ovman_query.query_messages import (
@@ -63,12 +65,23 @@ class QueryNode(GraphNode):
         self._changes = self.create_publisher(ChangeSet, names.CHANGES, qos.LATCHED)
         self._markers = self.create_publisher(MarkerArray, names.ANSWER_MARKERS, qos.LATCHED)
         self.create_service(Query, names.QUERY, self._on_query)
+        self.store = MapStore(store_dir(self.config.mapping_node.mapping.store_dir))
+        self.create_service(LoadVisits, names.QUERY_LOAD_VISITS, self._on_load_visits)
         self.get_logger().info(f"serving {names.QUERY}; encoder {self.agent.encoder_description}")
+        if self.config.query_node.load_stored_visits:
+            try:
+                loaded = self.load_visits("")
+            except (MapStoreError, MapMessageError) as err:
+                self.get_logger().warning(f"no stored visit pair loaded at start-up: {err}")
+            else:
+                self.get_logger().info(f"loaded stored visits {loaded[0]} and {loaded[1]} from {self.store.root}")
 
     # ---------------------------------------------------------------- parameters
 
     def _declare_parameters(self, config: OvmanConfig) -> OvmanConfig:
-        updated = config_from_parameters(self, config, [(NODE_NAME, ""), (ENCODER_NODE, ENCODER_PREFIX)])
+        updated = config_from_parameters(
+            self, config, [(NODE_NAME, ""), (ENCODER_NODE, ENCODER_PREFIX), (ENCODER_NODE, STORE_DIR_KEY)]
+        )
         self.refuse_parameter_changes()
         return updated
 
@@ -87,6 +100,41 @@ class QueryNode(GraphNode):
         self.maps[visit] = VisitMap(instance_map, ids, stamp_of(message.header), message.map_id, message.follows)
         self.get_logger().info(f"{topic}: {len(instance_map)} instances ({instance_map.encoder})")
         self._publish_changes()
+
+    def load_visits(self, visit2: str) -> tuple[str, str]:
+        """Hold the stored pair of visit 2 ``visit2`` ("" the latest) as if mapping_node had just
+        published it (the same wire conversion, so answers are the same); its map_ids.
+        MapStoreError when the store has no such pair or a map of another encoder."""
+        pair = self.store.pair(visit2 or None)
+        for entry in pair:
+            if entry.map.encoder != self.agent.encoder_description:
+                raise MapStoreError(
+                    f"{self.store.path_of(entry.map_id)}: built by encoder {entry.map.encoder!r}, this node embeds "
+                    f"queries with {self.agent.encoder_description!r} (set encoder.* as the maps were built)"
+                )
+        held = [self._held(entry) for entry in pair]
+        for visit, visit_map in zip(VISITS, held, strict=True):
+            self.maps[visit] = visit_map
+        self._publish_changes()
+        return pair[0].map_id, pair[1].map_id
+
+    def _held(self, entry: StoredVisit) -> VisitMap:
+        stamp = Time(sec=entry.created_ns // 10**9, nanosec=entry.created_ns % 10**9)
+        message = instance_map_msg(entry.map, entry.stamps, entry.frame_id, stamp, entry.map_id, entry.follows or "")
+        instance_map, ids = instance_map_from_msg(message, self.config.shared.limits)
+        return VisitMap(instance_map, ids, entry.created_ns, entry.map_id, entry.follows or "")
+
+    def _on_load_visits(self, request: LoadVisits.Request, response: LoadVisits.Response) -> LoadVisits.Response:
+        try:
+            response.visit1, response.visit2 = self.load_visits(request.visit2)
+        except (MapStoreError, MapMessageError) as err:
+            response.success, response.message = False, str(err)
+            self.get_logger().error(f"{names.QUERY_LOAD_VISITS}: {err}")
+            return response
+        response.success = True
+        response.message = f"answering from stored visits {response.visit1} and {response.visit2}"
+        self.get_logger().info(response.message)
+        return response
 
     def _publish_changes(self) -> None:
         first, second = self.maps[1], self.maps[2]

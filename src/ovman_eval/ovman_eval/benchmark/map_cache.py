@@ -3,7 +3,7 @@
 A :class:`GroupMaps` holds all the arms, diagnostics and figures need of the recordings: both
 visits' lean maps, the ground truth read from the same frames, the map and memory diagnostics and
 the phrase embeddings (answering from an entry needs no language model). An entry is one
-``<key>.maps`` file (:mod:`ovman_eval.runs.array_bundle`: reading runs no code, floats come back bit
+``<key>.maps`` file (:mod:`ovman_core.array_bundle`: reading runs no code, floats come back bit
 for bit), written atomically so parallel workers share a directory; a damaged one is reported and
 rebuilt. Text embeddings are computed one phrase at a time, so results do not depend on the number
 of workers. Frames: AI2-THOR world (metres).

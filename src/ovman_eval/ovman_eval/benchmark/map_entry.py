@@ -4,22 +4,22 @@ An entry holds a recorded group's lean maps, its ground truth (:class:`GroupTrut
 phrase vectors, association and true category shares (:mod:`ovman_eval.benchmark.map_cache` says
 what each is for). :func:`encode_entry` stores every float in a float64 (or its own dtype's) array
 and every other value in the JSON document of a checksummed array bundle
-(:mod:`ovman_eval.runs.array_bundle`), so that :func:`decode_entry` gives back equal values of the
+(:mod:`ovman_core.array_bundle`), so that :func:`decode_entry` gives back equal values of the
 same types, and reading runs no code. Frames: AI2-THOR world (metres).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from ovman_core.array_bundle import pack_bundle, unpack_bundle
 from ovman_core.boxes import Box3
 from ovman_core.world_state import ObjectState, WorldState
-from ovman_eval.runs.array_bundle import pack_bundle, unpack_bundle
-from ovman_mapping.instances import CrossVisitEvidence, Instance, InstanceMap, MapSnapshot, Sighting
+from ovman_mapping.instances import InstanceMap
+from ovman_mapping.map_codec import distinct, map_document, map_of, stored
 from ovman_query.arms import TrueShares
 from ovman_query.association import Association, MatchedPair
 
@@ -68,7 +68,8 @@ class GroupMaps:
     ground truth, read by the oracle_grounding arm only)."""
 
 
-# ---- entry codec: GroupMaps <-> a JSON document and numpy arrays (ovman_eval.runs.array_bundle) --------
+# ---- entry codec: GroupMaps <-> a JSON document and numpy arrays (ovman_core.array_bundle) ----
+# The maps go through ovman_mapping.map_codec.
 # Every float is stored in a float64 (or its own dtype's) array and every other value in the JSON
 # document, so that decoding gives back equal values of the same types. Arrays are referred to by
 # their index in the bundle. Sightings and object states shared between places (a lean map repeats
@@ -82,10 +83,10 @@ def encode_entry(entry: GroupMaps) -> bytes:
         "format_version": entry.format_version,
         "group_id": entry.group_id,
         "encoder": entry.encoder,
-        "maps": [_map_document(m, arrays) for m in (entry.map1, entry.map2)],
+        "maps": [map_document(m, arrays) for m in (entry.map1, entry.map2)],
         "truth": _truth_document(entry.truth, arrays),
         "diagnostics": _checked_plain(entry.diagnostics, "diagnostics"),
-        "phrases": {phrase: _stored(arrays, vector) for phrase, vector in entry.phrases.items()},
+        "phrases": {phrase: stored(arrays, vector) for phrase, vector in entry.phrases.items()},
         "association": None if entry.association is None else _association_document(entry.association, arrays),
         "shares": [[visit, _shares_document(s, arrays)] for visit, s in entry.shares.items()],
     }
@@ -102,19 +103,14 @@ def decode_entry(data: bytearray) -> GroupMaps | None:
         format_version=document["format_version"],
         group_id=document["group_id"],
         encoder=document["encoder"],
-        map1=_map_of(document["maps"][0], arrays),
-        map2=_map_of(document["maps"][1], arrays),
+        map1=map_of(document["maps"][0], arrays),
+        map2=map_of(document["maps"][1], arrays),
         truth=_truth_of(document["truth"], arrays),
         diagnostics=document["diagnostics"],
         phrases={phrase: arrays[k] for phrase, k in document["phrases"].items()},
         association=None if association is None else _association_of(association, arrays),
         shares={visit: _shares_of(shares, arrays) for visit, shares in document["shares"]},
     )
-
-
-def _stored(arrays: list[np.ndarray], array: np.ndarray) -> int:
-    arrays.append(array)
-    return len(arrays) - 1
 
 
 def _checked_plain(value: Any, where: str) -> Any:
@@ -133,135 +129,15 @@ def _checked_plain(value: Any, where: str) -> Any:
     return value
 
 
-def _distinct(items: Iterable[Any]) -> tuple[list[Any], dict[int, int]]:
-    """The distinct objects of ``items`` (by identity) in order of first appearance, and the row of
-    each by ``id``."""
-    rows: list[Any] = []
-    row_of: dict[int, int] = {}
-    for item in items:
-        if id(item) not in row_of:
-            row_of[id(item)] = len(rows)
-            rows.append(item)
-    return rows, row_of
-
-
-def _stored_rows(arrays: list[np.ndarray], rows: list[np.ndarray]) -> dict[str, Any]:
-    """``rows`` as one stacked array when they share a dtype and shape (one array to read instead
-    of one per instance), else one by one."""
-    if rows and len({(row.dtype, row.shape) for row in rows}) == 1:
-        return {"stack": _stored(arrays, np.stack(rows))}
-    return {"each": [_stored(arrays, row) for row in rows]}
-
-
-def _rows_of(document: dict[str, Any], arrays: list[np.ndarray]) -> list[np.ndarray]:
-    if "stack" in document:
-        return list(arrays[document["stack"]])
-    return [arrays[k] for k in document["each"]]
-
-
-def _map_document(instance_map: InstanceMap, arrays: list[np.ndarray]) -> dict[str, Any]:
-    instances = instance_map.instances
-    sightings, row_of = _distinct(s for i in instances for s in i.sightings)
-    return {
-        "visit": instance_map.visit,
-        "encoder": instance_map.encoder,
-        "frames": instance_map.frames,
-        "aliases": dict(instance_map.aliases),
-        "prior": None
-        if instance_map.prior is None
-        else {"gone": sorted(instance_map.prior.gone), "new": sorted(instance_map.prior.new)},
-        "history": [
-            {
-                "frame_index": snapshot.frame_index,
-                "step": snapshot.step,
-                "uids": list(snapshot.positions),
-                "seen": sorted(snapshot.seen),
-                "positions": _stored(arrays, np.array(list(snapshot.positions.values()), dtype=np.float64)),
-            }
-            for snapshot in instance_map.history
-        ],
-        "sighting_counts": _stored(
-            arrays, np.array([(s.frame_index, s.step, s.pixel_count) for s in sightings], dtype=np.int64)
-        ),
-        "sighting_positions": _stored(arrays, np.array([s.position for s in sightings], dtype=np.float64)),
-        "uid": [i.uid for i in instances],
-        "geometry": _stored(arrays, np.array([(*i.position, *i.box.lo, *i.box.hi) for i in instances], np.float64)),
-        "points": _stored_rows(arrays, [i.points for i in instances]),
-        "feature": _stored_rows(arrays, [i.feature for i in instances]),
-        "colour": _stored_rows(arrays, [i.colour for i in instances]),
-        "label_names": [list(i.labels) for i in instances],
-        "label_shares": _stored(arrays, np.array([v for i in instances for v in i.labels.values()], np.float64)),
-        "sightings": [[row_of[id(s)] for s in i.sightings] for i in instances],
-        "moving": [i.moving for i in instances],
-        "motion_evidence": [i.motion_evidence for i in instances],
-    }
-
-
-def _map_of(document: dict[str, Any], arrays: list[np.ndarray]) -> InstanceMap:
-    counts = arrays[document["sighting_counts"]].tolist()
-    positions = arrays[document["sighting_positions"]].tolist()
-    sightings = [Sighting(c[0], c[1], tuple(p), c[2]) for c, p in zip(counts, positions, strict=True)]
-    shares = iter(arrays[document["label_shares"]].tolist())
-    instances = tuple(
-        Instance(
-            uid=uid,
-            position=tuple(row[:3]),
-            box=Box3(tuple(row[3:6]), tuple(row[6:])),
-            points=points,
-            feature=feature,
-            colour=colour,
-            labels={name: next(shares) for name in names},
-            sightings=tuple([sightings[k] for k in rows]),
-            moving=moving,
-            motion_evidence=evidence,
-        )
-        for uid, row, points, feature, colour, names, rows, moving, evidence in zip(
-            document["uid"],
-            arrays[document["geometry"]].tolist(),
-            _rows_of(document["points"], arrays),
-            _rows_of(document["feature"], arrays),
-            _rows_of(document["colour"], arrays),
-            document["label_names"],
-            document["sightings"],
-            document["moving"],
-            document["motion_evidence"],
-            strict=True,
-        )
-    )
-    history = tuple(
-        MapSnapshot(
-            frame_index=snapshot["frame_index"],
-            step=snapshot["step"],
-            positions={
-                uid: tuple(row)
-                for uid, row in zip(snapshot["uids"], arrays[snapshot["positions"]].tolist(), strict=True)
-            },
-            seen=frozenset(snapshot["seen"]),
-        )
-        for snapshot in document["history"]
-    )
-    return InstanceMap(
-        visit=document["visit"],
-        instances=instances,
-        encoder=document["encoder"],
-        frames=document["frames"],
-        history=history,
-        aliases=document["aliases"],
-        prior=None
-        if document["prior"] is None
-        else CrossVisitEvidence(frozenset(document["prior"]["gone"]), frozenset(document["prior"]["new"])),
-    )
-
-
 def _truth_document(truth: GroupTruth, arrays: list[np.ndarray]) -> dict[str, Any]:
     worlds = {"visit1": truth.visit1, "visit2_start": truth.visit2_start, "visit2_end": truth.visit2_end}
     boxes = [o for visit_boxes in truth.boxes.values() for o in visit_boxes]
-    objects, row_of = _distinct([o for world in worlds.values() for o in world] + [*truth.carried] + boxes)
+    objects, row_of = distinct([o for world in worlds.values() for o in world] + [*truth.carried] + boxes)
     return {
         "instance_id": [o.instance_id for o in objects],
         "category": [o.category for o in objects],
         "movable": [o.movable for o in objects],
-        "geometry": _stored(arrays, np.array([(*o.position, *o.box.lo, *o.box.hi) for o in objects], np.float64)),
+        "geometry": stored(arrays, np.array([(*o.position, *o.box.lo, *o.box.hi) for o in objects], np.float64)),
         **{name: [row_of[id(o)] for o in world] for name, world in worlds.items()},
         "carried": [row_of[id(o)] for o in truth.carried],
         "discoverable1": sorted(truth.discoverable1),
@@ -298,7 +174,7 @@ def _truth_of(document: dict[str, Any], arrays: list[np.ndarray]) -> GroupTruth:
 
 def _pairs_document(pairs: tuple[MatchedPair, ...], arrays: list[np.ndarray]) -> dict[str, Any]:
     numbers = np.array([(p.cost, p.dissimilarity, p.distance, p.displacement) for p in pairs], np.float64)
-    return {"ids": [[p.uid1, p.uid2, p.stage] for p in pairs], "numbers": _stored(arrays, numbers)}
+    return {"ids": [[p.uid1, p.uid2, p.stage] for p in pairs], "numbers": stored(arrays, numbers)}
 
 
 def _pairs_of(document: dict[str, Any], arrays: list[np.ndarray]) -> tuple[MatchedPair, ...]:
@@ -330,7 +206,7 @@ def _shares_document(shares: TrueShares, arrays: list[np.ndarray]) -> dict[str, 
     return {
         "uids": list(shares),
         "categories": [list(categories) for categories in shares.values()],
-        "values": _stored(arrays, np.array([v for s in shares.values() for v in s.values()], np.float64)),
+        "values": stored(arrays, np.array([v for s in shares.values() for v in s.values()], np.float64)),
     }
 
 

@@ -34,15 +34,20 @@ from ovman_core.config import (
     node_parameters,
     to_document,
 )
+from ovman_mapping.map_store import STORE_DIR_KEY
 
 DOCS_PAGE = "docs/configuration.md"
 SHIPPED_CONFIG = "config/ovman.yaml"
 REGENERATE = f"ovman config --config {SHIPPED_CONFIG} --markdown > {DOCS_PAGE}"
 """The command that rewrites the reference page from the shipped file."""
 
-ALSO_DECLARED: dict[tuple[str, str], tuple[str, ...]] = {("mapping_node", "encoder."): ("query_node",)}
+ALSO_DECLARED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("mapping_node", "encoder."): ("query_node",),
+    ("mapping_node", STORE_DIR_KEY): ("query_node",),
+}
 """(node, dotted prefix) -> the other nodes that declare those keys as well: query_node embeds query
-texts with the encoder that built the maps (ovman_eval.graph.description.ENCODER_PREFIX)."""
+texts with the encoder that built the maps (ovman_eval.graph.description.ENCODER_PREFIX) and loads
+stored visits from mapping_node's map store."""
 
 EXIT_UNKNOWN_KEY = 2
 WIDTH = 100

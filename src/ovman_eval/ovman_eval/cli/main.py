@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("parse a change query into noun phrase, relation and confidence", "ovman_eval.cli.query:add_parse"),
     "ask": ("answer one episode's query text from its maps, as /ovman/query would", "ovman_eval.cli.query:add_ask"),
     "launch": ("start the ROS 2 benchmark graph as processes (no ros2 launch needed)", "ovman_eval.cli.launch:add"),
+    "maps": ("list, show or remove the visits in the map store", "ovman_mapping.maps_command:add"),
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ovman_core.config import ConfigError, OvmanConfig, node_parameters
 from ovman_eval.runs.results import ARM_ORDER, EXTERNAL_ARM, SIM_PERCEPTION_ARM, parse_seeds
+from ovman_mapping.map_store import STORE_DIR_KEY
 from ovman_mapping.segmenter import SEGMENTER_NODE_PARAMETERS, SIMULATOR, TOPIC
 from ovman_ros import bundle, names
 
@@ -372,7 +373,8 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
         encoder = {k: v for k, v in node_parameters(config, MAPPING_NODE).items() if k.startswith(ENCODER_PREFIX)}
         sim = node_parameters(config, SIM_NODE)
         mapping = node_parameters(config, MAPPING_NODE)
-        query = {**node_parameters(config, QUERY_NODE), **encoder}
+        # query_node embeds with the maps' encoder and reads mapping_node's map store.
+        query = {**node_parameters(config, QUERY_NODE), **encoder, STORE_DIR_KEY: mapping[STORE_DIR_KEY]}
         nav = node_parameters(config, NAV_NODE)
         bench = node_parameters(config, BENCHMARK_NODE)
     except ConfigError as err:
@@ -382,6 +384,8 @@ def benchmark_graph(config: OvmanConfig, options: BenchmarkOptions) -> tuple[Nod
     sim.update({"node.scene": "", "node.recording": ""})
     mapping["node.start_visit"] = 0
     mapping["node.frame_policy"] = "keep_all"  # every recorded frame is mapped, as in process
+    mapping["node.store_maps"] = False  # a run's visits stay out of the robot's map store
+    query["load_stored_visits"] = False  # ... and query_node answers from this run's maps only
     # A recorded tour's /tf is complete, but under load DDS may repair a lost /tf sample only after a
     # writer heartbeat (seconds, measured 1.9 s) while the images flow on: a frame then waits for its
     # pose as long as finish_visit waits for it, instead of a robot's tf_timeout_s, and any number may

@@ -1,11 +1,11 @@
-"""The checksummed bundle of a JSON document and numeric arrays behind the map cache."""
+"""The checksummed bundle of a JSON document and numeric arrays behind the map cache and the map store."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ovman_eval.runs.array_bundle import ALIGNMENT, BundleError, pack_bundle, unpack_bundle
+from ovman_core.array_bundle import ALIGNMENT, BundleError, pack_bundle, unpack_bundle
 
 
 def test_arrays_come_back_with_their_dtype_shape_and_bits_aligned():
