@@ -382,6 +382,7 @@ FIELDS = {
         "message": "string",
         "frames": "uint32",
         "instances": "uint32",
+        "skipped": "uint32",
         "map_id": "string",
     },
     LoadVisits.Request: {"visit2": "string"},

@@ -404,9 +404,9 @@ class MappingNode(GraphNode):
 
     async def _on_finish_visit(self, request: MapVisit.Request, response: MapVisit.Response) -> MapVisit.Response:
         """Waits (without holding the executor, which goes on fusing bundles) for the expected bundles."""
-        visit, expected = int(request.visit), int(request.expected_frames)
+        visit, expected = int(request.visit) or (self.mapper.visit or 0), int(request.expected_frames)
         timeout = request.timeout_s if request.timeout_s > 0.0 else self.config.mapping_node.node.finish_timeout_s
-        if self.mapper.visit != visit:
+        if not visit or self.mapper.visit != visit:
             open_visit = f"visit {self.mapper.visit} is open" if self.mapper.visit else "no visit is open"
             response.success, response.message = False, f"cannot finish visit {visit}: {open_visit}"
             return response
@@ -414,6 +414,13 @@ class MappingNode(GraphNode):
             await self._bundles(expected, timeout)
         elif not expected:
             await self._drained(timeout)
+        if not expected and not self.mapper.frames:
+            response.success = False
+            response.message = (
+                f"visit {visit} stays open: it fused no frame (is the camera publishing?); {self._state()}"
+            )
+            self.get_logger().warning(response.message)
+            return response
         if expected and self.mapper.frames != expected:
             response.success, response.frames = False, self.mapper.frames
             why = "timed out" if self.mapper.frames < expected else "more bundles than expected arrived"
@@ -424,6 +431,7 @@ class MappingNode(GraphNode):
             return response
         summary = self._state()
         counts = self.queue.counts
+        response.skipped = counts.skipped_busy + counts.skipped_rate
         try:
             with self._mapper_lock:
                 instance_map, stamps = self.mapper.finish(visit, counts.skipped_busy + counts.skipped_rate)

@@ -20,11 +20,17 @@ from ovman_mapping.map_store import MapStore, MapStoreError, StoredVisit, store_
 
 
 def add(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    parser.add_argument("action", choices=("list", "show", "rm"), help="what to do")
-    parser.add_argument("map_ids", nargs="*", metavar="MAP_ID", help="show: one map; rm: one or more")
-    parser.add_argument("--store", type=Path, help="store folder (default: mapping.store_dir)")
-    parser.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listed = actions.add_parser("list", help="one line per stored visit")
+    listed.set_defaults(map_ids=[])
+    show = actions.add_parser("show", help="one stored visit and its instances")
+    show.add_argument("map_ids", nargs=1, metavar="MAP_ID")
+    remove = actions.add_parser("rm", help="delete stored visits")
+    remove.add_argument("map_ids", nargs="+", metavar="MAP_ID")
+    for action in (listed, show, remove):
+        action.add_argument("--store", type=Path, help="store folder (default: mapping.store_dir)")
+        action.add_argument("--config", help="configuration file (default: $OVMAN_CONFIG or config/ovman.yaml)")
+        action.add_argument("--json", action="store_true", help="print JSON")
     return run
 
 
@@ -34,13 +40,9 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "list":
             return _list(store, args.json)
         if args.action == "show":
-            if len(args.map_ids) != 1:
-                raise MapStoreError("ovman maps show takes one MAP_ID (ovman maps list shows them)")
             entry = store.load(args.map_ids[0])
             print(json.dumps(_details(entry), indent=2) if args.json else _text(entry))
             return 0
-        if not args.map_ids:
-            raise MapStoreError("ovman maps rm takes one or more MAP_IDs")
         for map_id in args.map_ids:
             store.remove(map_id)
             if not args.json:

@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("answer one episode's query text from its maps, as /ovman/query would", "ovman_eval.cli.query:add_ask"),
     "launch": ("start the ROS 2 benchmark graph as processes (no ros2 launch needed)", "ovman_eval.cli.launch:add"),
     "maps": ("list, show or remove the visits in the map store", "ovman_mapping.maps_command:add"),
+    "visit": ("open a visit on the running mapping_node, or finish the open one", "ovman_eval.cli.visit:add"),
 }
 
 
